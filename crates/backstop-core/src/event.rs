@@ -1,0 +1,101 @@
+//! The timeline of a task: what happened to it, in order.
+
+use crate::outcome::AttemptOutcome;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// What kind of thing happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    /// The task entered the ledger.
+    Created,
+    /// One attempt, with its outcome.
+    Attempt,
+    /// A person or rule put a dead letter or compensated task back to pending.
+    Retried,
+    /// A person resolved a dead letter.
+    Resolved,
+    /// A pending task was canceled.
+    Canceled,
+    /// A pending task passed `expires_at` and was compensated without running.
+    Expired,
+    /// A completion arrived from a worker whose lease had been lost; it was rejected.
+    StaleCompletion,
+}
+
+impl EventType {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Created => "created",
+            EventType::Attempt => "attempt",
+            EventType::Retried => "retried",
+            EventType::Resolved => "resolved",
+            EventType::Canceled => "canceled",
+            EventType::Expired => "expired",
+            EventType::StaleCompletion => "stale_completion",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        use EventType::*;
+        [
+            Created,
+            Attempt,
+            Retried,
+            Resolved,
+            Canceled,
+            Expired,
+            StaleCompletion,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+}
+
+/// One entry on a task's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    pub at: Timestamp,
+    /// Attempt number (attempts and stale completions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AttemptOutcome>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The worker (lease owner) that made the attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Who asked, for manual actions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Event {
+    /// An event of `kind` at `at` with no other facts.
+    pub fn new(kind: EventType, at: Timestamp) -> Self {
+        Event {
+            kind,
+            at,
+            attempt: None,
+            outcome: None,
+            error: None,
+            http_status: None,
+            duration_ms: None,
+            worker: None,
+            actor: None,
+            reason: None,
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Per-kind configuration: its target, attempt budget, retry policy and limits.
+
+use crate::backoff::RetryPolicy;
+use std::time::Duration;
+
+/// Where a kind's tasks are delivered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// A Rust handler registered on the embedded engine.
+    InProcess,
+    /// POST the payload to `url`, signed with the Standard Webhooks `secret` when given.
+    HttpPush {
+        url: String,
+        secret: Option<String>,
+    },
+}
+
+/// Everything backstop needs to know about one kind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindConfig {
+    pub name: String,
+    pub target: Target,
+    pub max_attempts: u32,
+    pub retry: RetryPolicy,
+    /// How long one attempt may take before it counts as a transient failure.
+    pub timeout: Duration,
+    /// Attempts of this kind that may run at once in one process.
+    pub concurrency: usize,
+    /// Default business validity from enqueue time, when the caller gives none.
+    pub expires_in: Option<Duration>,
+    /// How long a claim holds the task before another process may rescue it.
+    pub lease: Duration,
+}
+
+impl KindConfig {
+    /// A kind with the defaults of DESIGN.md: 8 attempts, exponential 2 s…5 min ±20 %,
+    /// 30 s timeout, 32 concurrent attempts, a 60 s lease.
+    pub fn new(name: impl Into<String>, target: Target) -> Self {
+        KindConfig {
+            name: name.into(),
+            target,
+            max_attempts: 8,
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(30),
+            concurrency: 32,
+            expires_in: None,
+            lease: Duration::from_secs(60),
+        }
+    }
+}

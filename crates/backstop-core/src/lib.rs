@@ -1,0 +1,27 @@
+//! The domain of backstop: tasks, their state machine, handler outcomes, retry policy, kind
+//! configuration, a clock tests can drive, and the [`Store`] trait every backend implements.
+//!
+//! Nothing here performs I/O; storage backends and the engine build on these types.
+
+pub mod backoff;
+pub mod classify;
+pub mod clock;
+pub mod decide;
+pub mod duration;
+pub mod event;
+pub mod kind;
+pub mod outcome;
+pub mod store;
+pub mod task;
+pub mod transition;
+pub mod validate;
+
+pub use backoff::RetryPolicy;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decide::{Decision, decide};
+pub use event::{Event, EventType};
+pub use kind::{KindConfig, Target};
+pub use outcome::{AttemptOutcome, AttemptReport, Outcome};
+pub use store::*;
+pub use task::{NewTask, Status, Task, TaskId};
+pub use transition::{InvalidTransition, Transition, transition};

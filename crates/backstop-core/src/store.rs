@@ -1,0 +1,289 @@
+//! The `Store` trait: the ledger's only door. Every method takes a parameter struct so that a
+//! new field does not break every backend, and none reads a clock: callers pass `now`.
+
+use crate::event::Event;
+use crate::outcome::AttemptOutcome;
+use crate::task::{NewTask, Status, Task, TaskId};
+use jiff::Timestamp;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future, so that `dyn Store` works.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a store can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The same `(kind, key)` exists with a different payload.
+    #[error("task {kind}/{key} already exists with a different payload (id {existing})")]
+    Conflict {
+        kind: String,
+        key: String,
+        existing: TaskId,
+    },
+    #[error("no task with id {0}")]
+    NotFound(TaskId),
+    /// The task is not in a status the action applies to.
+    #[error("task {id} is {status}; {action} needs it to be {expected}")]
+    WrongStatus {
+        id: TaskId,
+        status: Status,
+        action: &'static str,
+        expected: &'static str,
+    },
+    /// The database could not be opened or migrated.
+    #[error("cannot open the database: {0}")]
+    Open(String),
+    /// The database is from a newer backstop.
+    #[error("the database schema is version {found}, newer than this backstop knows ({known})")]
+    SchemaTooNew { found: i64, known: i64 },
+    /// Any other database failure.
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+/// Puts tasks in the ledger, all in one transaction.
+#[derive(Clone, Debug)]
+pub struct EnqueueParams {
+    pub tasks: Vec<NewTask>,
+    pub now: Timestamp,
+}
+
+/// The fate of one task of an [`EnqueueParams`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum EnqueueResult {
+    /// A new task was created with this id.
+    Created(TaskId),
+    /// The same `(kind, key)` with the same payload already existed: this is its id.
+    Existing(TaskId),
+    /// The same `(kind, key)` exists with a different payload; nothing was written for it.
+    Conflict(TaskId),
+}
+
+impl EnqueueResult {
+    /// The id of the task this result is about.
+    pub fn id(&self) -> TaskId {
+        match self {
+            EnqueueResult::Created(id) | EnqueueResult::Existing(id) | EnqueueResult::Conflict(id) => {
+                *id
+            }
+        }
+    }
+}
+
+/// Leases up to `limit` due tasks of one kind.
+#[derive(Clone, Debug)]
+pub struct ClaimParams {
+    pub kind: String,
+    pub limit: usize,
+    pub owner: String,
+    pub now: Timestamp,
+    pub lease_until: Timestamp,
+}
+
+/// A leased task: what a handler needs, and the fence for its completion.
+#[derive(Clone, Debug)]
+pub struct ClaimedTask {
+    pub id: TaskId,
+    pub kind: String,
+    pub key: String,
+    pub payload: Vec<u8>,
+    /// The attempt number this claim started (1-based).
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub epoch: i64,
+    pub run_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub traceparent: Option<String>,
+    pub created_at: Timestamp,
+}
+
+/// The lease fence of one claimed task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseRef {
+    pub id: TaskId,
+    pub epoch: i64,
+}
+
+/// How one attempt ended and what the task becomes.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    pub lease: LeaseRef,
+    pub attempt: u32,
+    /// Pending (retry), Succeeded, Failed or Compensated.
+    pub status: Status,
+    /// The next run time, for retries.
+    pub run_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub reason: Option<String>,
+    pub outcome: AttemptOutcome,
+    pub http_status: Option<u16>,
+    pub started_at: Timestamp,
+    pub ended_at: Timestamp,
+    pub worker: String,
+}
+
+/// Writes a batch of completions in one transaction, each fenced by its epoch.
+#[derive(Clone, Debug)]
+pub struct CompleteParams {
+    pub completions: Vec<Completion>,
+    pub now: Timestamp,
+}
+
+/// What happened to each completion.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CompleteResult {
+    /// Completions rejected because the lease was lost (epoch moved on or the task is no
+    /// longer running). Each was recorded on its task's timeline.
+    pub stale: Vec<LeaseRef>,
+}
+
+/// Extends the leases a worker holds.
+#[derive(Clone, Debug)]
+pub struct HeartbeatParams {
+    pub owner: String,
+    pub leases: Vec<LeaseRef>,
+    pub lease_until: Timestamp,
+    pub now: Timestamp,
+}
+
+/// Puts back to pending (or failed, when attempts are spent) running tasks whose lease
+/// expired before `now`, at most `limit` of them.
+#[derive(Clone, Debug)]
+pub struct RescueParams {
+    pub now: Timestamp,
+    pub limit: usize,
+}
+
+/// One rescued task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rescued {
+    pub id: TaskId,
+    pub kind: String,
+    pub status: Status,
+    pub lease_owner: Option<String>,
+}
+
+/// Compensates pending tasks whose `expires_at` is before `now`, at most `limit` of them.
+#[derive(Clone, Debug)]
+pub struct ExpireParams {
+    pub now: Timestamp,
+    pub limit: usize,
+}
+
+/// Gives back leases unfinished (graceful shutdown): the tasks run again promptly.
+#[derive(Clone, Debug)]
+pub struct ReleaseParams {
+    pub leases: Vec<LeaseRef>,
+    pub worker: String,
+    pub now: Timestamp,
+}
+
+/// Lists tasks, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct ListParams {
+    pub kind: Option<String>,
+    pub key: Option<String>,
+    pub status: Option<Status>,
+    pub limit: usize,
+    /// Only tasks older than this one (cursor pagination).
+    pub before: Option<TaskId>,
+}
+
+/// A manual action on one task, recorded with who asked.
+#[derive(Clone, Debug)]
+pub struct ManualParams {
+    pub id: TaskId,
+    /// Who asked (a token name, `cli`, a rule).
+    pub actor: String,
+    /// Required for resolve; optional otherwise.
+    pub reason: Option<String>,
+    /// For retry: the attempt budget from now on (the kind's limit); `None` keeps the task's.
+    pub max_attempts: Option<u32>,
+    pub now: Timestamp,
+}
+
+/// Counts of tasks per status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub pending: u64,
+    pub running: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub compensated: u64,
+}
+
+impl StatusCounts {
+    /// The count for one status.
+    pub fn get(&self, s: Status) -> u64 {
+        match s {
+            Status::Pending => self.pending,
+            Status::Running => self.running,
+            Status::Succeeded => self.succeeded,
+            Status::Failed => self.failed,
+            Status::Compensated => self.compensated,
+        }
+    }
+
+    /// Every task counted.
+    pub fn total(&self) -> u64 {
+        Status::ALL.iter().map(|s| self.get(*s)).sum()
+    }
+}
+
+/// The durable ledger. Every backend implements this and passes `backstop-store-tests`.
+pub trait Store: Send + Sync + 'static {
+    /// Applies pending schema migrations; idempotent.
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Creates tasks, idempotently by `(kind, key)`. Returns one result per task, in order.
+    /// Durable when it returns.
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>>;
+
+    /// Leases due pending tasks of one kind, oldest `run_at` first, incrementing `attempts`
+    /// and `epoch`.
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>>;
+
+    /// Records attempt outcomes, each only where its epoch still matches.
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>>;
+
+    /// Extends leases; returns those that were lost.
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>>;
+
+    /// Rescues tasks whose lease expired.
+    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>>;
+
+    /// Compensates pending tasks past `expires_at` with reason `expired`; returns how many.
+    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Gives leases back; returns how many were still held.
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// One task.
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>>;
+
+    /// One task by its business identity.
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
+
+    /// The whole timeline of a task, oldest first.
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>>;
+
+    /// Tasks, newest first.
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>>;
+
+    /// A `failed` or `compensated` task back to `pending`, due now, attempt budget renewed.
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
+
+    /// A `failed` task to `compensated` with a reason.
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
+
+    /// A `pending` task to `compensated` with reason `canceled`.
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
+
+    /// Tasks per status, for one kind or all.
+    fn counts<'a>(&'a self, kind: Option<&'a str>) -> BoxFuture<'a, Result<StatusCounts, StoreError>>;
+}

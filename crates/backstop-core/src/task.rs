@@ -1,0 +1,143 @@
+//! The task: one async business operation, keyed by `(kind, key)`.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A task's identity: a UUIDv7, stable for the task's whole life and sent as the idempotency
+/// key on every attempt. Its text form sorts by creation time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(pub uuid::Uuid);
+
+impl TaskId {
+    /// A new time-ordered id.
+    pub fn new() -> Self {
+        TaskId(uuid::Uuid::now_v7())
+    }
+}
+
+impl Default for TaskId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+impl FromStr for TaskId {
+    type Err = uuid::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        uuid::Uuid::parse_str(s).map(TaskId)
+    }
+}
+
+/// Where a task is in its life. Only [`crate::transition`] decides a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Waiting for `run_at`.
+    Pending,
+    /// Leased by a worker.
+    Running,
+    /// Delivered; final.
+    Succeeded,
+    /// The dead letter: kept until a person or a rule retries or resolves it.
+    Failed,
+    /// Ended without running (skip, expiry, cancel, manual resolve), with a reason.
+    Compensated,
+}
+
+impl Status {
+    /// Every status, in life order.
+    pub const ALL: [Status; 5] = [
+        Status::Pending,
+        Status::Running,
+        Status::Succeeded,
+        Status::Failed,
+        Status::Compensated,
+    ];
+
+    /// The lower-case name used in storage, on the wire and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Compensated => "compensated",
+        }
+    }
+
+    /// Whether the task has reached an end (it may still be retried by hand).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Status::Succeeded | Status::Failed | Status::Compensated
+        )
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown status name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown status {0:?} (expected pending, running, succeeded, failed or compensated)")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for Status {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_string()))
+    }
+}
+
+/// A task as the ledger holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: TaskId,
+    pub kind: String,
+    pub key: String,
+    /// The exact bytes given at enqueue time.
+    #[serde(skip)]
+    pub payload: Vec<u8>,
+    pub status: Status,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub run_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<Timestamp>,
+    pub epoch: i64,
+    pub traceparent: Option<String>,
+    pub last_error: Option<String>,
+    pub reason: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A task to put in the ledger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewTask {
+    /// Pre-assigned id; the store keeps it only when the task is new.
+    pub id: TaskId,
+    pub kind: String,
+    pub key: String,
+    pub payload: Vec<u8>,
+    pub max_attempts: u32,
+    pub run_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub traceparent: Option<String>,
+}

@@ -1,0 +1,1 @@
+//! backstop-store-tests
