@@ -1,0 +1,227 @@
+//! Lease upkeep: heartbeats, rescue of expired leases, release on shutdown, and expiry of
+//! pending tasks past their business deadline. Each status change is decided by
+//! `backstop_core::transition` per row, then applied in one statement.
+
+use crate::db_err;
+use crate::row::jiff_ms::to_ms;
+use crate::row::parse_id;
+use backstop_core::store::{
+    ExpireParams, HeartbeatParams, LeaseRef, ReleaseParams, RescueParams, Rescued,
+};
+use backstop_core::{Status, StoreError, Transition, transition};
+use serde_json::json;
+use sqlx::{Connection, Row, SqliteConnection};
+use std::collections::HashSet;
+
+fn lease_json(leases: &[LeaseRef]) -> String {
+    serde_json::Value::Array(
+        leases
+            .iter()
+            .map(|l| json!({"id": l.id.to_string(), "epoch": l.epoch}))
+            .collect(),
+    )
+    .to_string()
+}
+
+pub(crate) async fn heartbeat(
+    conn: &mut SqliteConnection,
+    p: &HeartbeatParams,
+) -> Result<Vec<LeaseRef>, StoreError> {
+    if p.leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
+    let rows = sqlx::query(
+        "UPDATE backstop_tasks AS t SET lease_until = ?2, updated_at = ?3
+         FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
+         WHERE t.id = c.id AND t.epoch = c.epoch AND t.status = 'running' AND t.lease_owner = ?4
+         RETURNING t.id AS id",
+    )
+    .bind(lease_json(&p.leases))
+    .bind(to_ms(p.lease_until))
+    .bind(to_ms(p.now))
+    .bind(&p.owner)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    let kept: HashSet<String> = rows.iter().map(|r| r.get("id")).collect();
+    Ok(p.leases
+        .iter()
+        .filter(|l| !kept.contains(&l.id.to_string()))
+        .copied()
+        .collect())
+}
+
+/// Writes one `attempt` event per listed row (an attempt that ended without a report), then
+/// moves each row to its listed status. `rows` is a JSON array of `{seq, status}`.
+const END_ATTEMPTS: &str = "
+INSERT INTO backstop_events (task_id, type, at, attempt, outcome, error, duration_ms, worker)
+SELECT t.id, 'attempt', ?2, t.attempts, ?3, ?4 || coalesce(t.lease_owner, 'unknown'),
+       ?2 - t.att_started_at, t.lease_owner
+FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'";
+
+const MOVE: &str = "
+UPDATE backstop_tasks AS t
+SET status = c.status, run_at = iif(c.status = 'pending', ?2, t.run_at),
+    reason = coalesce(c.reason, t.reason), last_error = coalesce(c.error, t.last_error),
+    lease_owner = NULL, lease_until = NULL, updated_at = ?2,
+    att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
+    att_http_status = NULL, att_worker = NULL
+FROM (SELECT value ->> 'seq' AS seq, value ->> 'status' AS status, value ->> 'reason' AS reason,
+             value ->> 'error' AS error
+      FROM json_each(?1)) AS c
+WHERE t.seq = c.seq";
+
+pub(crate) async fn rescue(
+    conn: &mut SqliteConnection,
+    p: &RescueParams,
+) -> Result<Vec<Rescued>, StoreError> {
+    let now = to_ms(p.now);
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
+    let rows = sqlx::query(
+        "SELECT seq, id, kind, attempts, max_attempts, lease_owner FROM backstop_tasks
+         WHERE status = 'running' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2",
+    )
+    .bind(now)
+    .bind(p.limit as i64)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rescued = Vec::with_capacity(rows.len());
+    let mut moves = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let attempts: i64 = r.get("attempts");
+        let max: i64 = r.get("max_attempts");
+        let status = transition(
+            Status::Running,
+            Transition::Rescue {
+                attempts_left: attempts < max,
+            },
+        )
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+        let failed = status == Status::Failed;
+        moves.push(json!({
+            "seq": r.get::<i64, _>("seq"),
+            "status": status.as_str(),
+            "reason": failed.then(|| format!("attempts exhausted ({attempts} of {max}); the last lease expired")),
+            "error": failed.then_some("lease expired"),
+        }));
+        rescued.push(Rescued {
+            id: parse_id(r.get("id"))?,
+            kind: r.get("kind"),
+            status,
+            lease_owner: r.get("lease_owner"),
+        });
+    }
+    let moves = serde_json::Value::Array(moves).to_string();
+    sqlx::query(END_ATTEMPTS)
+        .bind(&moves)
+        .bind(now)
+        .bind("lease_expired")
+        .bind("lease expired; held by ")
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    sqlx::query(MOVE)
+        .bind(&moves)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(rescued)
+}
+
+pub(crate) async fn release(
+    conn: &mut SqliteConnection,
+    p: &ReleaseParams,
+) -> Result<u64, StoreError> {
+    if p.leases.is_empty() {
+        return Ok(0);
+    }
+    let now = to_ms(p.now);
+    let pending = transition(Status::Running, Transition::Release)
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
+    let seqs: Vec<i64> = sqlx::query_scalar(
+        "SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t
+         ON t.id = j.value ->> 'id' AND t.epoch = j.value ->> 'epoch' AND t.status = 'running'",
+    )
+    .bind(lease_json(&p.leases))
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    if seqs.is_empty() {
+        return Ok(0);
+    }
+    let moves = serde_json::Value::Array(
+        seqs.iter()
+            .map(|s| json!({"seq": s, "status": pending.as_str()}))
+            .collect(),
+    )
+    .to_string();
+    sqlx::query(END_ATTEMPTS)
+        .bind(&moves)
+        .bind(now)
+        .bind("interrupted")
+        .bind("released at shutdown by ")
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    sqlx::query(MOVE)
+        .bind(&moves)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(seqs.len() as u64)
+}
+
+pub(crate) async fn expire(conn: &mut SqliteConnection, p: &ExpireParams) -> Result<u64, StoreError> {
+    let now = to_ms(p.now);
+    let compensated = transition(Status::Pending, Transition::Expire)
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
+    let seqs: Vec<i64> = sqlx::query_scalar(
+        "SELECT seq FROM backstop_tasks
+         WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1
+         ORDER BY expires_at LIMIT ?2",
+    )
+    .bind(now)
+    .bind(p.limit as i64)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    if seqs.is_empty() {
+        return Ok(0);
+    }
+    let moves = serde_json::Value::Array(
+        seqs.iter()
+            .map(|s| json!({"seq": s, "status": compensated.as_str(), "reason": "expired"}))
+            .collect(),
+    )
+    .to_string();
+    sqlx::query(
+        "INSERT INTO backstop_events (task_id, type, at, reason)
+         SELECT t.id, 'expired', ?2, 'expired'
+         FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'",
+    )
+    .bind(&moves)
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
+    sqlx::query(MOVE)
+        .bind(&moves)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(seqs.len() as u64)
+}

@@ -1,0 +1,144 @@
+//! Manual actions: retry a dead letter, resolve it, cancel a pending task. Each is checked
+//! against the state machine and recorded on the timeline with who asked.
+
+use crate::db_err;
+use crate::row::jiff_ms::to_ms;
+use crate::row::{parse_status, task, task_columns};
+use backstop_core::store::ManualParams;
+use backstop_core::{Status, StoreError, Task, Transition, transition};
+use sqlx::{Connection, Row, SqliteConnection};
+
+struct Action {
+    transition: Transition,
+    name: &'static str,
+    expected: &'static str,
+    event: &'static str,
+}
+
+const RETRY: Action = Action {
+    transition: Transition::ManualRetry,
+    name: "retry",
+    expected: "failed or compensated",
+    event: "retried",
+};
+const RESOLVE: Action = Action {
+    transition: Transition::Resolve,
+    name: "resolve",
+    expected: "failed",
+    event: "resolved",
+};
+const CANCEL: Action = Action {
+    transition: Transition::Cancel,
+    name: "cancel",
+    expected: "pending",
+    event: "canceled",
+};
+
+pub(crate) async fn retry(conn: &mut SqliteConnection, p: &ManualParams) -> Result<Task, StoreError> {
+    apply(conn, p, &RETRY).await
+}
+
+pub(crate) async fn resolve(
+    conn: &mut SqliteConnection,
+    p: &ManualParams,
+) -> Result<Task, StoreError> {
+    apply(conn, p, &RESOLVE).await
+}
+
+pub(crate) async fn cancel(conn: &mut SqliteConnection, p: &ManualParams) -> Result<Task, StoreError> {
+    apply(conn, p, &CANCEL).await
+}
+
+async fn apply(
+    conn: &mut SqliteConnection,
+    p: &ManualParams,
+    action: &Action,
+) -> Result<Task, StoreError> {
+    let now = to_ms(p.now);
+    let id = p.id.to_string();
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
+    let row = sqlx::query("SELECT status, max_attempts, attempts FROM backstop_tasks WHERE id = ?")
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err)?
+        .ok_or(StoreError::NotFound(p.id))?;
+    let status = parse_status(row.get("status"))?;
+    let to = transition(status, action.transition).map_err(|_| StoreError::WrongStatus {
+        id: p.id,
+        status,
+        action: action.name,
+        expected: action.expected,
+    })?;
+    let reason = match action.transition {
+        Transition::Cancel => Some(p.reason.clone().unwrap_or_else(|| "canceled".into())),
+        _ => p.reason.clone(),
+    };
+    if action.transition == Transition::ManualRetry {
+        // The row's attempt columns are about to be reused: move the last attempt to the
+        // timeline table first.
+        sqlx::query(
+            "INSERT INTO backstop_events
+                (task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker)
+             SELECT id, 'attempt', att_ended_at, attempts, att_outcome, att_error, att_http_status,
+                    att_ended_at - att_started_at, att_worker
+             FROM backstop_tasks WHERE id = ? AND att_outcome IS NOT NULL",
+        )
+        .bind(&id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    }
+    sqlx::query("INSERT INTO backstop_events (task_id, type, at, actor, reason) VALUES (?, ?, ?, ?, ?)")
+        .bind(&id)
+        .bind(action.event)
+        .bind(now)
+        .bind(&p.actor)
+        .bind(&reason)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    match action.transition {
+        Transition::ManualRetry => {
+            let attempts: i64 = row.get("attempts");
+            let budget = p
+                .max_attempts
+                .map(i64::from)
+                .unwrap_or_else(|| row.get("max_attempts"));
+            sqlx::query(
+                "UPDATE backstop_tasks SET status = ?2, run_at = ?3, updated_at = ?3,
+                    max_attempts = ?4, reason = NULL, lease_owner = NULL, lease_until = NULL,
+                    att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL,
+                    att_error = NULL, att_http_status = NULL, att_worker = NULL
+                 WHERE id = ?1",
+            )
+            .bind(&id)
+            .bind(to.as_str())
+            .bind(now)
+            .bind(attempts + budget)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+        _ => {
+            sqlx::query(
+                "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
+            )
+            .bind(&id)
+            .bind(to.as_str())
+            .bind(&reason)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        }
+    }
+    let row = sqlx::query(concat!("SELECT ", task_columns!(), " FROM backstop_tasks WHERE id = ?"))
+        .bind(&id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
+    debug_assert_ne!(to, Status::Running);
+    task(&row)
+}

@@ -1,0 +1,154 @@
+//! Reads: tasks, listings, counts and the timeline. They run on the reader pool, beside the
+//! writer (WAL).
+
+use crate::db_err;
+use crate::row::jiff_ms::from_ms;
+use crate::row::{parse_status, task, task_columns};
+use backstop_core::store::{ListParams, StatusCounts};
+use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+pub(crate) async fn get(pool: &SqlitePool, id: TaskId) -> Result<Option<Task>, StoreError> {
+    sqlx::query(concat!("SELECT ", task_columns!(), " FROM backstop_tasks WHERE id = ?"))
+        .bind(id.to_string())
+        .fetch_optional(pool)
+        .await
+        .map_err(db_err)?
+        .as_ref()
+        .map(task)
+        .transpose()
+}
+
+pub(crate) async fn get_by_key(
+    pool: &SqlitePool,
+    kind: &str,
+    key: &str,
+) -> Result<Option<Task>, StoreError> {
+    sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE kind = ? AND key = ?"
+    ))
+    .bind(kind)
+    .bind(key)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_err)?
+    .as_ref()
+    .map(task)
+    .transpose()
+}
+
+pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>, StoreError> {
+    let mut qb: QueryBuilder<Sqlite> =
+        QueryBuilder::new(concat!("SELECT ", task_columns!(), " FROM backstop_tasks WHERE 1 = 1"));
+    if let Some(kind) = &p.kind {
+        qb.push(" AND kind = ").push_bind(kind);
+    }
+    if let Some(key) = &p.key {
+        qb.push(" AND key = ").push_bind(key);
+    }
+    if let Some(status) = p.status {
+        qb.push(" AND status = ").push_bind(status.as_str());
+    }
+    if let Some(before) = p.before {
+        qb.push(" AND seq < (SELECT seq FROM backstop_tasks WHERE id = ")
+            .push_bind(before.to_string())
+            .push(")");
+    }
+    qb.push(" ORDER BY seq DESC LIMIT ").push_bind(p.limit as i64);
+    qb.build()
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
+
+pub(crate) async fn counts(pool: &SqlitePool, kind: Option<&str>) -> Result<StatusCounts, StoreError> {
+    let rows = sqlx::query(
+        "SELECT status, count(*) AS n FROM backstop_tasks
+         WHERE ?1 IS NULL OR kind = ?1 GROUP BY status",
+    )
+    .bind(kind)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    let mut c = StatusCounts::default();
+    for r in rows {
+        let n = r.get::<i64, _>("n") as u64;
+        match parse_status(r.get("status"))? {
+            Status::Pending => c.pending = n,
+            Status::Running => c.running = n,
+            Status::Succeeded => c.succeeded = n,
+            Status::Failed => c.failed = n,
+            Status::Compensated => c.compensated = n,
+        }
+    }
+    Ok(c)
+}
+
+pub(crate) async fn timeline(pool: &SqlitePool, id: TaskId) -> Result<Vec<Event>, StoreError> {
+    let id_text = id.to_string();
+    let Some(t) = sqlx::query(
+        "SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
+                att_http_status, att_worker
+         FROM backstop_tasks WHERE id = ?",
+    )
+    .bind(&id_text)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_err)?
+    else {
+        return Err(StoreError::NotFound(id));
+    };
+    let mut events = vec![Event::new(EventType::Created, from_ms(t.get("created_at")))];
+    let rows = sqlx::query(
+        "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+         FROM backstop_events WHERE task_id = ? ORDER BY seq",
+    )
+    .bind(&id_text)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    for r in &rows {
+        events.push(event(r)?);
+    }
+    // The latest attempt lives on the task row: finished (outcome set) or in progress.
+    if let Some(started) = t.get::<Option<i64>, _>("att_started_at") {
+        let ended = t.get::<Option<i64>, _>("att_ended_at");
+        let outcome = t.get::<Option<String>, _>("att_outcome");
+        let mut e = Event::new(EventType::Attempt, from_ms(ended.unwrap_or(started)));
+        e.attempt = Some(t.get::<i64, _>("attempts") as u32);
+        e.outcome = outcome.as_deref().and_then(AttemptOutcome::parse);
+        e.error = t.get("att_error");
+        e.http_status = t.get::<Option<i64>, _>("att_http_status").map(|s| s as u16);
+        e.duration_ms = ended.map(|end| (end - started).max(0) as u64);
+        e.worker = t.get("att_worker");
+        events.push(e);
+    }
+    // Stable: equal times keep the order above (creation first, then the table's order).
+    events.sort_by_key(|e| e.at);
+    Ok(events)
+}
+
+fn event(r: &SqliteRow) -> Result<Event, StoreError> {
+    let kind: String = r.get("type");
+    let kind = EventType::parse(&kind)
+        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;
+    let mut e = Event::new(kind, from_ms(r.get("at")));
+    e.attempt = r.get::<Option<i64>, _>("attempt").map(|a| a as u32);
+    e.outcome = r
+        .get::<Option<String>, _>("outcome")
+        .as_deref()
+        .and_then(AttemptOutcome::parse);
+    e.error = r.get("error");
+    e.http_status = r.get::<Option<i64>, _>("http_status").map(|s| s as u16);
+    e.duration_ms = r.get::<Option<i64>, _>("duration_ms").map(|d| d.max(0) as u64);
+    e.worker = r.get("worker");
+    e.actor = r.get("actor");
+    e.reason = r.get("reason");
+    Ok(e)
+}

@@ -1,0 +1,60 @@
+//! Conversions between rows and domain values.
+
+use backstop_core::{Status, StoreError, Task, TaskId};
+use jiff_ms::*;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+/// Milliseconds since the epoch, the storage form of every time.
+pub(crate) mod jiff_ms {
+    use jiff::Timestamp;
+
+    pub(crate) fn to_ms(t: Timestamp) -> i64 {
+        t.as_millisecond()
+    }
+
+    pub(crate) fn from_ms(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(ms).unwrap_or(Timestamp::MAX)
+    }
+}
+
+pub(crate) fn parse_id(s: &str) -> Result<TaskId, StoreError> {
+    s.parse()
+        .map_err(|e| StoreError::Database(format!("bad task id {s:?} in the database: {e}")))
+}
+
+pub(crate) fn parse_status(s: &str) -> Result<Status, StoreError> {
+    s.parse()
+        .map_err(|e| StoreError::Database(format!("bad status in the database: {e}")))
+}
+
+/// The columns [`task`] reads, as a literal so queries stay `&'static str`.
+macro_rules! task_columns {
+    () => {
+        "id, kind, key, payload, status, attempts, max_attempts, run_at, expires_at, \
+         lease_owner, lease_until, epoch, traceparent, last_error, reason, created_at, updated_at"
+    };
+}
+pub(crate) use task_columns;
+
+pub(crate) fn task(r: &SqliteRow) -> Result<Task, StoreError> {
+    Ok(Task {
+        id: parse_id(r.get("id"))?,
+        kind: r.get("kind"),
+        key: r.get("key"),
+        payload: r.get("payload"),
+        status: parse_status(r.get("status"))?,
+        attempts: r.get::<i64, _>("attempts") as u32,
+        max_attempts: r.get::<i64, _>("max_attempts") as u32,
+        run_at: from_ms(r.get("run_at")),
+        expires_at: r.get::<Option<i64>, _>("expires_at").map(from_ms),
+        lease_owner: r.get("lease_owner"),
+        lease_until: r.get::<Option<i64>, _>("lease_until").map(from_ms),
+        epoch: r.get("epoch"),
+        traceparent: r.get("traceparent"),
+        last_error: r.get("last_error"),
+        reason: r.get("reason"),
+        created_at: from_ms(r.get("created_at")),
+        updated_at: from_ms(r.get("updated_at")),
+    })
+}
