@@ -78,10 +78,14 @@ mod tests {
     #[test]
     fn doubles_until_the_cap() {
         let p = policy(2000, 300_000, 0.0);
-        let got: Vec<u64> = (1..=10).map(|n| p.delay(n, 0.5).as_millis() as u64).collect();
+        let got: Vec<u64> = (1..=10)
+            .map(|n| p.delay(n, 0.5).as_millis() as u64)
+            .collect();
         assert_eq!(
             got,
-            [2000, 4000, 8000, 16000, 32000, 64000, 128000, 256000, 300000, 300000]
+            [
+                2000, 4000, 8000, 16000, 32000, 64000, 128000, 256000, 300000, 300000
+            ]
         );
     }
 
@@ -98,7 +102,10 @@ mod tests {
     fn retry_after_is_bounded_by_the_cap() {
         let p = RetryPolicy::default();
         assert_eq!(p.bounded(Duration::from_secs(7)), Duration::from_secs(7));
-        assert_eq!(p.bounded(Duration::from_secs(3600)), Duration::from_secs(300));
+        assert_eq!(
+            p.bounded(Duration::from_secs(3600)),
+            Duration::from_secs(300)
+        );
     }
 
     proptest! {

@@ -37,7 +37,9 @@ impl ManualClock {
     /// Moves time forward.
     pub fn advance(&self, by: Duration) {
         let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
-        *now = now.saturating_add(SignedDuration::try_from(by).unwrap_or(SignedDuration::MAX)).unwrap_or(*now);
+        *now = now
+            .saturating_add(SignedDuration::try_from(by).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(*now);
     }
 
     /// Sets the time.

@@ -107,7 +107,14 @@ mod tests {
 
     #[test]
     fn transient_on_the_last_attempt_dead_letters() {
-        let d = decide(3, 3, &Outcome::retry("503"), &RetryPolicy::default(), now(), 0.5);
+        let d = decide(
+            3,
+            3,
+            &Outcome::retry("503"),
+            &RetryPolicy::default(),
+            now(),
+            0.5,
+        );
         assert_eq!(d.status, Status::Failed);
         assert_eq!(d.last_error.as_deref(), Some("503"));
     }

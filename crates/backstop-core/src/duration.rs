@@ -28,7 +28,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, BadDuration> {
         if digits == 0 {
             return Err(bad("expected a number"));
         }
-        let n: u128 = rest[..digits].parse().map_err(|_| bad("number too large"))?;
+        let n: u128 = rest[..digits]
+            .parse()
+            .map_err(|_| bad("number too large"))?;
         rest = &rest[digits..];
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit_ms: u128 = match &rest[..unit_len] {
@@ -56,7 +58,12 @@ pub fn parse_duration(input: &str) -> Result<Duration, BadDuration> {
 /// Formats a duration the way [`parse_duration`] reads it, in its largest exact unit.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
         if ms >= size && ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
@@ -80,7 +87,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_input_with_a_reason() {
-        for bad in ["", "10", "s", "10x", "-5s", "1.5s", "99999999999999999999999d"] {
+        for bad in [
+            "",
+            "10",
+            "s",
+            "10x",
+            "-5s",
+            "1.5s",
+            "99999999999999999999999d",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert!(

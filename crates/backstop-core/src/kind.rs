@@ -9,10 +9,7 @@ pub enum Target {
     /// A Rust handler registered on the embedded engine.
     InProcess,
     /// POST the payload to `url`, signed with the Standard Webhooks `secret` when given.
-    HttpPush {
-        url: String,
-        secret: Option<String>,
-    },
+    HttpPush { url: String, secret: Option<String> },
 }
 
 /// Everything backstop needs to know about one kind.

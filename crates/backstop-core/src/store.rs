@@ -64,9 +64,9 @@ impl EnqueueResult {
     /// The id of the task this result is about.
     pub fn id(&self) -> TaskId {
         match self {
-            EnqueueResult::Created(id) | EnqueueResult::Existing(id) | EnqueueResult::Conflict(id) => {
-                *id
-            }
+            EnqueueResult::Created(id)
+            | EnqueueResult::Existing(id)
+            | EnqueueResult::Conflict(id) => *id,
         }
     }
 }
@@ -285,5 +285,8 @@ pub trait Store: Send + Sync + 'static {
     fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
 
     /// Tasks per status, for one kind or all.
-    fn counts<'a>(&'a self, kind: Option<&'a str>) -> BoxFuture<'a, Result<StatusCounts, StoreError>>;
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>>;
 }

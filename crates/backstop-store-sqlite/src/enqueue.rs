@@ -32,7 +32,10 @@ impl Committer {
         Committer { tx }
     }
 
-    pub(crate) async fn submit(&self, params: EnqueueParams) -> Result<Vec<EnqueueResult>, StoreError> {
+    pub(crate) async fn submit(
+        &self,
+        params: EnqueueParams,
+    ) -> Result<Vec<EnqueueResult>, StoreError> {
         if params.tasks.is_empty() {
             return Ok(Vec::new());
         }
@@ -118,7 +121,12 @@ async fn insert_chunk(
             .push_bind(now);
     });
     qb.push(" ON CONFLICT (kind, key) DO NOTHING");
-    let inserted = qb.build().execute(&mut *conn).await.map_err(db_err)?.rows_affected();
+    let inserted = qb
+        .build()
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
     if inserted as usize == tasks.len() {
         return Ok(tasks.iter().map(|t| EnqueueResult::Created(t.id)).collect());
     }

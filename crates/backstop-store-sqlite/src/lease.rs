@@ -35,7 +35,7 @@ pub(crate) async fn heartbeat(
         "UPDATE backstop_tasks AS t SET lease_until = ?2, updated_at = ?3
          FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
          WHERE t.id = c.id AND t.epoch = c.epoch AND t.status = 'running' AND t.lease_owner = ?4
-         RETURNING t.id AS id",
+         RETURNING id",
     )
     .bind(lease_json(&p.leases))
     .bind(to_ms(p.lease_until))
@@ -182,7 +182,10 @@ pub(crate) async fn release(
     Ok(seqs.len() as u64)
 }
 
-pub(crate) async fn expire(conn: &mut SqliteConnection, p: &ExpireParams) -> Result<u64, StoreError> {
+pub(crate) async fn expire(
+    conn: &mut SqliteConnection,
+    p: &ExpireParams,
+) -> Result<u64, StoreError> {
     let now = to_ms(p.now);
     let compensated = transition(Status::Pending, Transition::Expire)
         .map_err(|e| StoreError::Database(e.to_string()))?;

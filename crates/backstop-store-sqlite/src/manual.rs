@@ -34,7 +34,10 @@ const CANCEL: Action = Action {
     event: "canceled",
 };
 
-pub(crate) async fn retry(conn: &mut SqliteConnection, p: &ManualParams) -> Result<Task, StoreError> {
+pub(crate) async fn retry(
+    conn: &mut SqliteConnection,
+    p: &ManualParams,
+) -> Result<Task, StoreError> {
     apply(conn, p, &RETRY).await
 }
 
@@ -45,7 +48,10 @@ pub(crate) async fn resolve(
     apply(conn, p, &RESOLVE).await
 }
 
-pub(crate) async fn cancel(conn: &mut SqliteConnection, p: &ManualParams) -> Result<Task, StoreError> {
+pub(crate) async fn cancel(
+    conn: &mut SqliteConnection,
+    p: &ManualParams,
+) -> Result<Task, StoreError> {
     apply(conn, p, &CANCEL).await
 }
 
@@ -89,15 +95,17 @@ async fn apply(
         .await
         .map_err(db_err)?;
     }
-    sqlx::query("INSERT INTO backstop_events (task_id, type, at, actor, reason) VALUES (?, ?, ?, ?, ?)")
-        .bind(&id)
-        .bind(action.event)
-        .bind(now)
-        .bind(&p.actor)
-        .bind(&reason)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    sqlx::query(
+        "INSERT INTO backstop_events (task_id, type, at, actor, reason) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(&id)
+    .bind(action.event)
+    .bind(now)
+    .bind(&p.actor)
+    .bind(&reason)
+    .execute(&mut *tx)
+    .await
+    .map_err(db_err)?;
     match action.transition {
         Transition::ManualRetry => {
             let attempts: i64 = row.get("attempts");
@@ -133,11 +141,15 @@ async fn apply(
             .map_err(db_err)?;
         }
     }
-    let row = sqlx::query(concat!("SELECT ", task_columns!(), " FROM backstop_tasks WHERE id = ?"))
-        .bind(&id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE id = ?"
+    ))
+    .bind(&id)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
     debug_assert_ne!(to, Status::Running);
     task(&row)

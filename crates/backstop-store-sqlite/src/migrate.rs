@@ -7,7 +7,8 @@ use backstop_core::StoreError;
 use sqlx::{Connection, SqliteConnection};
 
 /// Every migration this build knows: (version, name, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "ledger", include_str!("../migrations/0001_ledger.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "ledger", include_str!("../migrations/0001_ledger.sql"))];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
@@ -30,7 +31,10 @@ pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {
         });
     }
     for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
-        sqlx::raw_sql(*sql).execute(&mut *tx).await.map_err(db_err)?;
+        sqlx::raw_sql(*sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
         sqlx::query("INSERT INTO backstop_schema (version, name, applied_at) VALUES (?, ?, ?)")
             .bind(version)
             .bind(name)

@@ -10,14 +10,18 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 pub(crate) async fn get(pool: &SqlitePool, id: TaskId) -> Result<Option<Task>, StoreError> {
-    sqlx::query(concat!("SELECT ", task_columns!(), " FROM backstop_tasks WHERE id = ?"))
-        .bind(id.to_string())
-        .fetch_optional(pool)
-        .await
-        .map_err(db_err)?
-        .as_ref()
-        .map(task)
-        .transpose()
+    sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE id = ?"
+    ))
+    .bind(id.to_string())
+    .fetch_optional(pool)
+    .await
+    .map_err(db_err)?
+    .as_ref()
+    .map(task)
+    .transpose()
 }
 
 pub(crate) async fn get_by_key(
@@ -41,8 +45,11 @@ pub(crate) async fn get_by_key(
 }
 
 pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>, StoreError> {
-    let mut qb: QueryBuilder<Sqlite> =
-        QueryBuilder::new(concat!("SELECT ", task_columns!(), " FROM backstop_tasks WHERE 1 = 1"));
+    let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE 1 = 1"
+    ));
     if let Some(kind) = &p.kind {
         qb.push(" AND kind = ").push_bind(kind);
     }
@@ -57,7 +64,8 @@ pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>,
             .push_bind(before.to_string())
             .push(")");
     }
-    qb.push(" ORDER BY seq DESC LIMIT ").push_bind(p.limit as i64);
+    qb.push(" ORDER BY seq DESC LIMIT ")
+        .push_bind(p.limit as i64);
     qb.build()
         .fetch_all(pool)
         .await
@@ -67,7 +75,10 @@ pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>,
         .collect()
 }
 
-pub(crate) async fn counts(pool: &SqlitePool, kind: Option<&str>) -> Result<StatusCounts, StoreError> {
+pub(crate) async fn counts(
+    pool: &SqlitePool,
+    kind: Option<&str>,
+) -> Result<StatusCounts, StoreError> {
     let rows = sqlx::query(
         "SELECT status, count(*) AS n FROM backstop_tasks
          WHERE ?1 IS NULL OR kind = ?1 GROUP BY status",
@@ -146,7 +157,9 @@ fn event(r: &SqliteRow) -> Result<Event, StoreError> {
         .and_then(AttemptOutcome::parse);
     e.error = r.get("error");
     e.http_status = r.get::<Option<i64>, _>("http_status").map(|s| s as u16);
-    e.duration_ms = r.get::<Option<i64>, _>("duration_ms").map(|d| d.max(0) as u64);
+    e.duration_ms = r
+        .get::<Option<i64>, _>("duration_ms")
+        .map(|d| d.max(0) as u64);
     e.worker = r.get("worker");
     e.actor = r.get("actor");
     e.reason = r.get("reason");

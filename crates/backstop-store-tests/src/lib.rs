@@ -1,1 +1,54 @@
-//! backstop-store-tests
+//! The conformance suite: every behaviour of the ledger, written once against the
+//! [`Store`](backstop_core::Store) trait. A backend runs it with [`conformance_suite!`],
+//! giving an async function that returns a fresh, migrated store and a guard that keeps its
+//! database alive (a temporary file, a per-test schema…).
+//!
+//! ```ignore
+//! async fn fresh() -> (std::sync::Arc<dyn backstop_core::Store>, impl Send) { ... }
+//! backstop_store_tests::conformance_suite!(fresh);
+//! ```
+
+pub mod cases;
+mod fixtures;
+
+pub use fixtures::*;
+
+/// Generates one `#[tokio::test]` per conformance case, each on a fresh store from `$make`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:path) => {
+        $crate::conformance_suite!(@each $make;
+            enqueue_creates_a_pending_task,
+            enqueue_preserves_payload_bytes,
+            enqueue_same_payload_returns_the_existing_task,
+            enqueue_different_payload_conflicts_and_changes_nothing,
+            batch_enqueue_reports_each_item_in_order,
+            concurrent_enqueues_are_all_durable_and_distinct,
+            claim_leases_only_due_tasks_of_the_kind,
+            claim_respects_the_limit_and_run_at_order,
+            concurrent_claims_never_share_a_task,
+            success_completes_and_records_the_attempt,
+            retry_reschedules_and_keeps_every_attempt,
+            failure_and_skip_end_the_task_with_reasons,
+            stale_completion_is_rejected_and_recorded,
+            heartbeat_extends_held_leases_and_reports_lost_ones,
+            rescue_returns_expired_leases_to_pending_or_failed,
+            expire_compensates_pending_tasks_past_their_deadline,
+            release_gives_leases_back,
+            manual_retry_renews_the_budget_and_records_the_actor,
+            resolve_and_cancel_follow_the_state_machine,
+            list_filters_and_paginates_newest_first,
+            counts_cover_every_task_once,
+            migrate_is_idempotent
+        );
+    };
+    (@each $make:path; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (store, _guard) = $make().await;
+                $crate::cases::$case(store).await;
+            }
+        )*
+    };
+}
