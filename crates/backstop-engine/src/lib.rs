@@ -1,1 +1,19 @@
-//! backstop-engine
+//! The engine: claims due tasks in batches, runs them on their targets under a per-kind
+//! concurrency limit, heartbeats long attempts, writes outcomes in batches, and rescues
+//! expired leases so that a crash strands nothing.
+
+mod completer;
+mod dispatcher;
+mod engine;
+pub mod enqueue;
+mod executor;
+mod handler;
+mod heartbeat;
+mod inflight;
+mod rescue;
+mod worker_id;
+
+pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};
+pub use enqueue::{EnqueueError, EnqueueRequest, Enqueued};
+pub use handler::{Handler, TaskContext, handler};
+pub use worker_id::worker_id;

@@ -1,0 +1,340 @@
+//! The engine: its configuration, its handle for enqueuing, and its run loop with graceful
+//! shutdown.
+
+use crate::completer;
+use crate::dispatcher::{self, KindRuntime};
+use crate::enqueue::{self, EnqueueError, EnqueueRequest, Enqueued};
+use crate::executor::Executor;
+use crate::handler::Handler;
+use crate::heartbeat;
+use crate::inflight::InFlight;
+use crate::rescue;
+use backstop_core::store::{EnqueueParams, EnqueueResult, ReleaseParams};
+use backstop_core::validate::DEFAULT_MAX_PAYLOAD;
+use backstop_core::{Clock, KindConfig, Store, SystemClock, Target};
+use backstop_webhooks::{DeliveryClient, StandardWebhooks};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, mpsc, watch};
+
+/// Tuning of the engine; the defaults suit most deployments.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Most tasks one claim leases.
+    pub claim_batch: usize,
+    /// Most outcomes one write records.
+    pub complete_batch: usize,
+    /// How often an idle dispatcher looks for due work (local enqueues wake it sooner).
+    pub poll_interval: Duration,
+    /// How often expired leases are rescued and expired tasks compensated.
+    pub rescue_interval: Duration,
+    /// How long in-flight attempts may finish after shutdown is asked.
+    pub grace: Duration,
+    /// Largest accepted payload, in bytes.
+    pub max_payload: usize,
+    /// This process's name on leases; `None` picks `host-pid-random`.
+    pub worker_id: Option<String>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            claim_batch: 256,
+            complete_batch: 1000,
+            poll_interval: Duration::from_millis(250),
+            rescue_interval: Duration::from_secs(1),
+            grace: Duration::from_secs(10),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+            worker_id: None,
+        }
+    }
+}
+
+/// Why the engine could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("kind {0:?} has an in-process target but no handler is registered for it")]
+    MissingHandler(String),
+    #[error("a handler is registered for {0:?}, which is not a configured kind")]
+    HandlerWithoutKind(String),
+    #[error("kind {kind:?}: bad signing secret: {error}")]
+    BadSecret { kind: String, error: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("kind {0:?} is configured twice")]
+    DuplicateKind(String),
+}
+
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) opts: EngineOptions,
+    pub(crate) owner: String,
+    pub(crate) inflight: Arc<InFlight>,
+    pub(crate) kinds: HashMap<String, Arc<KindRuntime>>,
+    pub(crate) configs: HashMap<String, KindConfig>,
+}
+
+/// Collects kinds, handlers and options.
+pub struct EngineBuilder {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    kinds: Vec<KindConfig>,
+    handlers: HashMap<String, Handler>,
+    opts: EngineOptions,
+}
+
+impl EngineBuilder {
+    /// Adds a kind.
+    pub fn kind(mut self, k: KindConfig) -> Self {
+        self.kinds.push(k);
+        self
+    }
+
+    /// Registers the in-process handler of a kind.
+    pub fn handler(mut self, kind: impl Into<String>, h: Handler) -> Self {
+        self.handlers.insert(kind.into(), h);
+        self
+    }
+
+    /// Replaces the clock (tests drive retry timing with a manual clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Replaces the options.
+    pub fn options(mut self, opts: EngineOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    /// Checks the configuration and builds the engine.
+    pub fn build(mut self) -> Result<Engine, EngineError> {
+        let mut kinds = HashMap::new();
+        let mut configs = HashMap::new();
+        let mut client = None;
+        for k in self.kinds {
+            if configs.contains_key(&k.name) {
+                return Err(EngineError::DuplicateKind(k.name));
+            }
+            let executor = match &k.target {
+                Target::InProcess => Executor::InProcess(
+                    self.handlers
+                        .remove(&k.name)
+                        .ok_or_else(|| EngineError::MissingHandler(k.name.clone()))?,
+                ),
+                Target::HttpPush { url, secret } => {
+                    let signer = secret
+                        .as_deref()
+                        .map(StandardWebhooks::from_secret)
+                        .transpose()
+                        .map_err(|e| EngineError::BadSecret {
+                            kind: k.name.clone(),
+                            error: e.to_string(),
+                        })?;
+                    if client.is_none() {
+                        client = Some(
+                            DeliveryClient::new()
+                                .map_err(|e| EngineError::Client(e.to_string()))?,
+                        );
+                    }
+                    Executor::Http {
+                        url: url.clone(),
+                        signer,
+                        client: client.clone().expect("set above"),
+                    }
+                }
+            };
+            configs.insert(k.name.clone(), k.clone());
+            kinds.insert(
+                k.name.clone(),
+                Arc::new(KindRuntime {
+                    config: k,
+                    executor,
+                    wake: Notify::new(),
+                }),
+            );
+        }
+        if let Some(name) = self.handlers.into_keys().next() {
+            return Err(EngineError::HandlerWithoutKind(name));
+        }
+        let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
+        Ok(Engine {
+            shared: Arc::new(Shared {
+                store: self.store,
+                clock: self.clock,
+                opts: self.opts,
+                owner,
+                inflight: Arc::new(InFlight::default()),
+                kinds,
+                configs,
+            }),
+        })
+    }
+}
+
+/// The engine. Cheap to clone: clones share one ledger and one set of kinds.
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl Engine {
+    /// Starts building an engine on a store.
+    pub fn builder(store: Arc<dyn Store>) -> EngineBuilder {
+        EngineBuilder {
+            store,
+            clock: Arc::new(SystemClock),
+            kinds: Vec::new(),
+            handlers: HashMap::new(),
+            opts: EngineOptions::default(),
+        }
+    }
+
+    /// The store the engine runs on.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.shared.store
+    }
+
+    /// The configured kinds.
+    pub fn kinds(&self) -> &HashMap<String, KindConfig> {
+        &self.shared.configs
+    }
+
+    /// This process's lease owner name.
+    pub fn worker(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// Enqueues one task; durable when it returns.
+    pub async fn enqueue(&self, r: EnqueueRequest) -> Result<Enqueued, EnqueueError> {
+        let mut out = self.enqueue_many(vec![r]).await?;
+        out.pop().expect("one result per request")
+    }
+
+    /// Enqueues tasks in one transaction. Invalid requests fail the whole call before
+    /// anything is written; a conflict fails only its own item.
+    pub async fn enqueue_many(
+        &self,
+        rs: Vec<EnqueueRequest>,
+    ) -> Result<Vec<Result<Enqueued, EnqueueError>>, EnqueueError> {
+        let now = self.shared.clock.now();
+        let tasks = rs
+            .into_iter()
+            .map(|r| enqueue::prepare(&self.shared.configs, r, now, self.shared.opts.max_payload))
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys: Vec<(String, String)> = tasks
+            .iter()
+            .map(|t| (t.kind.clone(), t.key.clone()))
+            .collect();
+        let results = self
+            .shared
+            .store
+            .enqueue(EnqueueParams { tasks, now })
+            .await?;
+        let mut out = Vec::with_capacity(results.len());
+        for (r, (kind, key)) in results.into_iter().zip(keys) {
+            if let Some(k) = self.shared.kinds.get(&kind) {
+                k.wake.notify_one();
+            }
+            out.push(match r {
+                EnqueueResult::Created(id) => Ok(Enqueued { id, created: true }),
+                EnqueueResult::Existing(id) => Ok(Enqueued { id, created: false }),
+                EnqueueResult::Conflict(existing) => Err(EnqueueError::Conflict {
+                    kind,
+                    key,
+                    existing,
+                }),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Runs until `shutdown` resolves, then stops claiming, lets in-flight attempts finish
+    /// within the grace period, writes their outcomes and releases the rest.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let shared = &self.shared;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (done_tx, done_rx) = mpsc::channel(shared.opts.complete_batch * 8);
+        let completer = tokio::spawn(completer::run(
+            shared.store.clone(),
+            shared.clock.clone(),
+            done_rx,
+            shared.opts.complete_batch,
+        ));
+        let min_lease = shared
+            .configs
+            .values()
+            .map(|k| k.lease)
+            .min()
+            .unwrap_or(Duration::from_secs(60));
+        let heartbeat = tokio::spawn(heartbeat::run(
+            shared.store.clone(),
+            shared.clock.clone(),
+            shared.inflight.clone(),
+            shared.owner.clone(),
+            (min_lease / 6).max(Duration::from_millis(100)),
+            stop_rx.clone(),
+        ));
+        let rescuer = tokio::spawn(rescue::run(
+            shared.store.clone(),
+            shared.clock.clone(),
+            shared.opts.rescue_interval,
+            stop_rx.clone(),
+        ));
+        let mut dispatchers = Vec::new();
+        for kind in shared.kinds.values() {
+            dispatchers.push(tokio::spawn(dispatcher::run(
+                shared.clone(),
+                kind.clone(),
+                done_tx.clone(),
+                stop_rx.clone(),
+            )));
+        }
+        drop(done_tx);
+        tracing::info!(worker = %shared.owner, kinds = shared.kinds.len(), "engine started");
+
+        shutdown.await;
+        tracing::info!(
+            in_flight = shared.inflight.len(),
+            "shutting down: no new claims"
+        );
+        let _ = stop_tx.send(true);
+        for d in dispatchers {
+            let _ = d.await;
+        }
+        let deadline = Instant::now() + shared.opts.grace;
+        while shared.inflight.len() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let unfinished = shared.inflight.abort_all();
+        // Every finished attempt's sender is gone now; the completer drains and stops.
+        let _ = completer.await;
+        if !unfinished.is_empty() {
+            let now = shared.clock.now();
+            match shared
+                .store
+                .release(ReleaseParams {
+                    leases: unfinished.clone(),
+                    worker: shared.owner.clone(),
+                    now,
+                })
+                .await
+            {
+                Ok(n) => tracing::warn!(
+                    released = n,
+                    "grace period over: released unfinished attempts"
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, "releasing leases failed; they will be rescued when they expire")
+                }
+            }
+        }
+        let _ = heartbeat.await;
+        let _ = rescuer.await;
+        tracing::info!("engine stopped");
+    }
+}

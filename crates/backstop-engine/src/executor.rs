@@ -1,0 +1,85 @@
+//! Running one attempt on its target: an in-process handler or an HTTP push.
+
+use crate::handler::{Handler, TaskContext};
+use backstop_core::classify::{TransportFailure, classify_transport};
+use backstop_core::duration::format_duration;
+use backstop_core::store::ClaimedTask;
+use backstop_core::{AttemptReport, Outcome};
+use backstop_webhooks::{Delivery, DeliveryClient, StandardWebhooks};
+use futures_util::FutureExt;
+use jiff::Timestamp;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+/// Where a kind's attempts go.
+pub(crate) enum Executor {
+    InProcess(Handler),
+    Http {
+        url: String,
+        signer: Option<StandardWebhooks>,
+        client: DeliveryClient,
+    },
+}
+
+impl Executor {
+    /// Makes one attempt, bounded by `timeout`. Never panics: a panicking handler is a
+    /// transient failure.
+    pub(crate) async fn attempt(
+        &self,
+        task: &ClaimedTask,
+        timeout: Duration,
+        now: Timestamp,
+    ) -> AttemptReport {
+        match self {
+            Executor::InProcess(handler) => {
+                let ctx = TaskContext {
+                    id: task.id,
+                    kind: task.kind.clone(),
+                    key: task.key.clone(),
+                    payload: task.payload.clone(),
+                    attempt: task.attempt,
+                    max_attempts: task.max_attempts,
+                    expires_at: task.expires_at,
+                    traceparent: task.traceparent.clone(),
+                    enqueued_at: task.created_at,
+                };
+                let run = AssertUnwindSafe(handler(ctx)).catch_unwind();
+                match tokio::time::timeout(timeout, run).await {
+                    Ok(Ok(outcome)) => outcome.into(),
+                    Ok(Err(panic)) => {
+                        let msg = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "unknown panic".into());
+                        Outcome::retry(format!("handler panicked: {msg}")).into()
+                    }
+                    Err(_) => classify_transport(
+                        TransportFailure::Timeout,
+                        &format!("handler ran longer than {}", format_duration(timeout)),
+                    )
+                    .into(),
+                }
+            }
+            Executor::Http {
+                url,
+                signer,
+                client,
+            } => {
+                let id = task.id.to_string();
+                let d = Delivery {
+                    url,
+                    signer: signer.as_ref(),
+                    task_id: &id,
+                    kind: &task.kind,
+                    key: &task.key,
+                    attempt: task.attempt,
+                    traceparent: task.traceparent.as_deref(),
+                    body: &task.payload,
+                    timeout,
+                };
+                client.deliver(&d, now).await
+            }
+        }
+    }
+}
