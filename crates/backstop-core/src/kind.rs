@@ -4,12 +4,26 @@ use crate::backoff::RetryPolicy;
 use std::time::Duration;
 
 /// Where a kind's tasks are delivered.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Target {
     /// A Rust handler registered on the embedded engine.
     InProcess,
     /// POST the payload to `url`, signed with the Standard Webhooks `secret` when given.
     HttpPush { url: String, secret: Option<String> },
+}
+
+// Written by hand so that a signing secret never reaches a log line.
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::InProcess => f.write_str("InProcess"),
+            Target::HttpPush { url, secret } => f
+                .debug_struct("HttpPush")
+                .field("url", url)
+                .field("secret", &secret.as_ref().map(|_| "<redacted>"))
+                .finish(),
+        }
+    }
 }
 
 /// Everything backstop needs to know about one kind.
@@ -43,5 +57,21 @@ impl KindConfig {
             expires_in: None,
             lease: Duration::from_secs(60),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_the_secret() {
+        let t = Target::HttpPush {
+            url: "http://127.0.0.1/x".into(),
+            secret: Some("whsec_c2VjcmV0".into()),
+        };
+        let shown = format!("{:?}", KindConfig::new("k", t));
+        assert!(!shown.contains("whsec_c2VjcmV0"), "{shown}");
+        assert!(shown.contains("<redacted>"));
     }
 }

@@ -1,0 +1,150 @@
+//! The command line.
+
+use backstop::Status;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// backstop: an accountable ledger for asynchronous work.
+#[derive(Parser)]
+#[command(name = "backstop", version, about)]
+pub struct Cli {
+    /// Database URL: sqlite://FILE (default sqlite://backstop.db), postgres://…, mysql://…
+    #[arg(long, global = true, env = "BACKSTOP_DATABASE_URL")]
+    pub database: Option<String>,
+    /// Configuration file (default: backstop.toml in the working directory, if present).
+    #[arg(long, global = true, env = "BACKSTOP_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output formats.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the engine for the configured kinds until SIGINT/SIGTERM.
+    Serve,
+    /// Put a task in the ledger; prints its id.
+    Enqueue(EnqueueArgs),
+    /// List and inspect tasks.
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+    /// Dead letters: failed tasks kept until retried or resolved.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Apply database migrations (idempotent).
+    Migrate,
+    /// Measure enqueue, drain and end-to-end throughput on this machine.
+    Bench(BenchArgs),
+}
+
+impl Command {
+    /// Commands that run until stopped log more.
+    pub fn is_long_running(&self) -> bool {
+        matches!(self, Command::Serve)
+    }
+}
+
+#[derive(Args)]
+pub struct EnqueueArgs {
+    /// The task's kind, as configured (e.g. sms.send).
+    pub kind: String,
+    /// The business id (order number, refund id…); unique per kind forever.
+    pub key: String,
+    /// The payload, JSON; stored byte for byte.
+    #[arg(long)]
+    pub payload: String,
+    /// Run no earlier than this from now (e.g. 30s, 5m).
+    #[arg(long, value_parser = duration)]
+    pub delay: Option<std::time::Duration>,
+    /// Never run after this long from now (e.g. 48h).
+    #[arg(long, value_parser = duration)]
+    pub expires_in: Option<std::time::Duration>,
+    /// Override the kind's attempt limit.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Print the task as JSON instead of its id.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum TasksCommand {
+    /// Tasks, newest first.
+    List(ListArgs),
+    /// One task and its whole timeline.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub kind: Option<String>,
+    #[arg(long, value_parser = status)]
+    pub status: Option<Status>,
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum DeadCommand {
+    /// Failed tasks, newest first.
+    List {
+        #[arg(long)]
+        kind: Option<String>,
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put failed (or compensated) tasks back to pending, with a fresh attempt budget.
+    Retry {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Close a failed task as compensated, with the reason.
+    Resolve {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Tasks to enqueue and drain.
+    #[arg(long, default_value_t = 200_000)]
+    pub tasks: usize,
+    /// Tasks per enqueue batch.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// Attempts that may run at once.
+    #[arg(long, default_value_t = 4096)]
+    pub concurrency: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    backstop_core::duration::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn status(s: &str) -> Result<Status, String> {
+    s.parse()
+        .map_err(|e: backstop_core::task::UnknownStatus| e.to_string())
+}

@@ -1,0 +1,75 @@
+//! One module per command.
+
+mod bench;
+mod dead;
+mod enqueue;
+mod migrate;
+mod serve;
+mod tasks;
+
+use crate::cli::{Cli, Command};
+use anyhow::{Context, Result, bail};
+use backstop::config::Config;
+use backstop::{DEFAULT_DATABASE, Engine, Store, TaskId};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What every command starts from.
+pub struct Ctx {
+    pub config: Config,
+    pub database: String,
+}
+
+impl Ctx {
+    /// Opens and migrates the ledger.
+    pub async fn store(&self) -> Result<Arc<dyn Store>> {
+        backstop::open_store(&self.database)
+            .await
+            .with_context(|| format!("database {}", self.database))
+    }
+
+    /// An engine for the configured kinds (used to enqueue with their defaults).
+    pub fn engine(&self, store: Arc<dyn Store>) -> Result<Engine> {
+        let mut b = Engine::builder(store).options(self.config.engine.clone());
+        for k in &self.config.kinds {
+            b = b.kind(k.clone());
+        }
+        Ok(b.build()?)
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<()> {
+    let config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None if Path::new("backstop.toml").exists() => Config::load(Path::new("backstop.toml"))?,
+        None => Config::default(),
+    };
+    let database = cli
+        .database
+        .clone()
+        .or_else(|| config.database.clone())
+        .unwrap_or_else(|| DEFAULT_DATABASE.to_string());
+    let ctx = Ctx { config, database };
+    match cli.command {
+        Command::Serve => serve::run(&ctx).await,
+        Command::Enqueue(a) => enqueue::run(&ctx, a).await,
+        Command::Tasks(c) => tasks::run(&ctx, c).await,
+        Command::Dead(c) => dead::run(&ctx, c).await,
+        Command::Migrate => migrate::run(&ctx).await,
+        Command::Bench(a) => bench::run(&ctx, a).await,
+    }
+}
+
+/// Parses a task id given on the command line.
+pub fn task_id(s: &str) -> Result<TaskId> {
+    match s.parse() {
+        Ok(id) => Ok(id),
+        Err(_) => bail!("{s:?} is not a task id (expected a UUID such as 0193a5c2-…)"),
+    }
+}
+
+/// Prints a value as one line of JSON.
+pub fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string(v)?);
+    Ok(())
+}

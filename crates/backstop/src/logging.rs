@@ -1,0 +1,18 @@
+//! Structured logs to stderr; JSON for machines.
+
+use crate::cli::LogFormat;
+use tracing_subscriber::EnvFilter;
+
+/// Installs the subscriber. Long-running commands log at `info`, one-shot commands only
+/// warnings, unless `RUST_LOG` says otherwise.
+pub fn init(format: LogFormat, long_running: bool) {
+    let default = if long_running { "info" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
