@@ -1,137 +1,153 @@
 //! Completion: a batch of attempt outcomes in one transaction, each fenced by `epoch` and
-//! `status = 'running'`. The batch travels as one JSON parameter so the statements stay
-//! fixed (prepared once) whatever the batch size.
+//! `status = 'running'`.
+//!
+//! The common case (every lease still held) is one multi-row UPDATE per chunk. When a chunk
+//! updates fewer rows than it has, some leases were lost: the chunk is rolled back to its
+//! savepoint and redone row by row, recording each stale completion on its task's timeline.
 
+use crate::chunks::{fixed, placeholders};
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
-use crate::row::parse_id;
-use backstop_core::store::{CompleteParams, CompleteResult, LeaseRef};
+use backstop_core::store::{CompleteParams, CompleteResult, Completion};
 use backstop_core::{Status, StoreError};
-use serde_json::json;
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::query::Query;
+use sqlx::sqlite::SqliteArguments;
+use sqlx::{AssertSqlSafe, Connection, Sqlite, SqliteConnection};
 
-/// The completions whose lease is gone.
-const STALE: &str = "
-SELECT j.value ->> 'id' AS id, j.value ->> 'epoch' AS epoch
-FROM json_each(?1) AS j
-WHERE NOT EXISTS (
-    SELECT 1 FROM backstop_tasks AS t
-    WHERE t.id = j.value ->> 'id' AND t.epoch = j.value ->> 'epoch' AND t.status = 'running')";
+const COLS: usize = 11;
 
-/// A rejected stale completion, recorded on its task's timeline.
-const RECORD_STALE: &str = "
-INSERT INTO backstop_events (task_id, type, at, attempt, outcome, error, http_status, worker)
-SELECT j.value ->> 'id', 'stale_completion', ?2, j.value ->> 'attempt', j.value ->> 'outcome',
-       j.value ->> 'error', j.value ->> 'http_status', j.value ->> 'worker'
-FROM json_each(?1) AS j
-WHERE NOT EXISTS (
-    SELECT 1 FROM backstop_tasks AS t
-    WHERE t.id = j.value ->> 'id' AND t.epoch = j.value ->> 'epoch' AND t.status = 'running')";
+fn apply_sql(rows: usize) -> String {
+    format!(
+        "WITH c (id, epoch, status, run_at, error, reason, outcome, http_status, started_at, \
+                 ended_at, worker) AS (VALUES {})
+         UPDATE backstop_tasks AS t
+         SET status = c.status,
+             run_at = coalesce(c.run_at, t.run_at),
+             last_error = c.error,
+             reason = c.reason,
+             lease_owner = NULL, lease_until = NULL, updated_at = ?,
+             att_started_at = iif(c.status = 'pending', NULL, c.started_at),
+             att_ended_at = iif(c.status = 'pending', NULL, c.ended_at),
+             att_outcome = iif(c.status = 'pending', NULL, c.outcome),
+             att_error = iif(c.status = 'pending', NULL, c.error),
+             att_http_status = iif(c.status = 'pending', NULL, c.http_status),
+             att_worker = iif(c.status = 'pending', NULL, c.worker)
+         FROM c
+         WHERE t.id = c.id AND t.epoch = c.epoch AND t.status = 'running'",
+        placeholders(rows, COLS)
+    )
+}
 
-/// A retried attempt goes to the timeline table now, since the next attempt will reuse the
-/// row's attempt columns.
-const RECORD_RETRIES: &str = "
-INSERT INTO backstop_events
-    (task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker)
-SELECT t.id, 'attempt', j.value ->> 'ended_at', j.value ->> 'attempt', j.value ->> 'outcome',
-       j.value ->> 'error', j.value ->> 'http_status',
-       (j.value ->> 'ended_at') - (j.value ->> 'started_at'), j.value ->> 'worker'
-FROM json_each(?1) AS j
-JOIN backstop_tasks AS t
-  ON t.id = j.value ->> 'id' AND t.epoch = j.value ->> 'epoch' AND t.status = 'running'
-WHERE j.value ->> 'status' = 'pending'";
+/// A retried attempt goes to the timeline table now: the next attempt reuses the row's
+/// attempt columns.
+fn record_retries_sql(rows: usize) -> String {
+    format!(
+        "WITH c (id, epoch, status, run_at, error, reason, outcome, http_status, started_at, \
+                 ended_at, worker) AS (VALUES {})
+         INSERT INTO backstop_events
+             (task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker)
+         SELECT t.id, 'attempt', c.ended_at, t.attempts, c.outcome, c.error, c.http_status,
+                c.ended_at - c.started_at, c.worker
+         FROM c JOIN backstop_tasks AS t
+           ON t.id = c.id AND t.epoch = c.epoch AND t.status = 'running'
+         WHERE c.status = 'pending'",
+        placeholders(rows, COLS)
+    )
+}
 
-const APPLY: &str = "
-UPDATE backstop_tasks AS t
-SET status = c.status,
-    run_at = coalesce(c.run_at, t.run_at),
-    last_error = c.error,
-    reason = c.reason,
-    lease_owner = NULL, lease_until = NULL, updated_at = ?2,
-    att_started_at = iif(c.status = 'pending', NULL, c.started_at),
-    att_ended_at = iif(c.status = 'pending', NULL, c.ended_at),
-    att_outcome = iif(c.status = 'pending', NULL, c.outcome),
-    att_error = iif(c.status = 'pending', NULL, c.error),
-    att_http_status = iif(c.status = 'pending', NULL, c.http_status),
-    att_worker = iif(c.status = 'pending', NULL, c.worker)
-FROM (
-    SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch, value ->> 'status' AS status,
-           value ->> 'run_at' AS run_at, value ->> 'error' AS error,
-           value ->> 'reason' AS reason, value ->> 'outcome' AS outcome,
-           value ->> 'http_status' AS http_status, value ->> 'started_at' AS started_at,
-           value ->> 'ended_at' AS ended_at, value ->> 'worker' AS worker
-    FROM json_each(?1)) AS c
-WHERE t.id = c.id AND t.epoch = c.epoch AND t.status = 'running'";
+fn bind_all<'q>(
+    mut q: Query<'q, Sqlite, SqliteArguments>,
+    chunk: &'q [Completion],
+) -> Query<'q, Sqlite, SqliteArguments> {
+    for c in chunk {
+        q = q
+            .bind(c.lease.id.to_string())
+            .bind(c.lease.epoch)
+            .bind(c.status.as_str())
+            .bind(c.run_at.map(to_ms))
+            .bind(c.last_error.as_deref())
+            .bind(c.reason.as_deref())
+            .bind(c.outcome.as_str())
+            .bind(c.http_status.map(i64::from))
+            .bind(to_ms(c.started_at))
+            .bind(to_ms(c.ended_at))
+            .bind(c.worker.as_str());
+    }
+    q
+}
 
 pub(crate) async fn complete(
     conn: &mut SqliteConnection,
     p: &CompleteParams,
 ) -> Result<CompleteResult, StoreError> {
-    if p.completions.is_empty() {
-        return Ok(CompleteResult::default());
-    }
-    let mut any_retry = false;
-    let batch: Vec<serde_json::Value> = p
-        .completions
-        .iter()
-        .map(|c| {
-            any_retry |= c.status == Status::Pending;
-            json!({
-                "id": c.lease.id.to_string(),
-                "epoch": c.lease.epoch,
-                "attempt": c.attempt,
-                "status": c.status.as_str(),
-                "run_at": c.run_at.map(to_ms),
-                "error": c.last_error,
-                "reason": c.reason,
-                "outcome": c.outcome.as_str(),
-                "http_status": c.http_status,
-                "started_at": to_ms(c.started_at),
-                "ended_at": to_ms(c.ended_at),
-                "worker": c.worker,
-            })
-        })
-        .collect();
-    let batch = serde_json::Value::Array(batch).to_string();
     let now = to_ms(p.now);
-
+    let mut stale = Vec::new();
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let stale_rows = sqlx::query(STALE)
-        .bind(&batch)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let mut stale = Vec::with_capacity(stale_rows.len());
-    for r in &stale_rows {
-        stale.push(LeaseRef {
-            id: parse_id(r.get("id"))?,
-            epoch: r.get("epoch"),
-        });
-    }
-    if !stale.is_empty() {
-        sqlx::query(RECORD_STALE)
-            .bind(&batch)
+    for chunk in fixed(&p.completions) {
+        let mut sp = tx.begin().await.map_err(db_err)?;
+        if chunk.iter().any(|c| c.status == Status::Pending) {
+            let sql = record_retries_sql(chunk.len());
+            bind_all(sqlx::query(AssertSqlSafe(sql)), chunk)
+                .execute(&mut *sp)
+                .await
+                .map_err(db_err)?;
+        }
+        let sql = apply_sql(chunk.len());
+        let applied = bind_all(sqlx::query(AssertSqlSafe(sql)), chunk)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&mut *sp)
             .await
-            .map_err(db_err)?;
+            .map_err(db_err)?
+            .rows_affected();
+        if applied as usize == chunk.len() {
+            sp.commit().await.map_err(db_err)?;
+            continue;
+        }
+        sp.rollback().await.map_err(db_err)?;
+        for c in chunk {
+            if !one(&mut tx, c, now).await? {
+                stale.push(c.lease);
+            }
+        }
     }
-    if any_retry {
-        sqlx::query(RECORD_RETRIES)
-            .bind(&batch)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-    }
-    sqlx::query(APPLY)
-        .bind(&batch)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
     Ok(CompleteResult { stale })
+}
+
+/// One completion; false (and a `stale_completion` event) when its lease is gone.
+async fn one(conn: &mut SqliteConnection, c: &Completion, now: i64) -> Result<bool, StoreError> {
+    let one = std::slice::from_ref(c);
+    if c.status == Status::Pending {
+        bind_all(sqlx::query(AssertSqlSafe(record_retries_sql(1))), one)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
+    }
+    let applied = bind_all(sqlx::query(AssertSqlSafe(apply_sql(1))), one)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+    if applied == 1 {
+        return Ok(true);
+    }
+    sqlx::query(
+        "INSERT INTO backstop_events (task_id, type, at, attempt, outcome, error, http_status, worker)
+         VALUES (?, 'stale_completion', ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(c.lease.id.to_string())
+    .bind(now)
+    .bind(i64::from(c.attempt))
+    .bind(c.outcome.as_str())
+    .bind(c.last_error.as_deref())
+    .bind(c.http_status.map(i64::from))
+    .bind(c.worker.as_str())
+    .execute(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    Ok(false)
 }

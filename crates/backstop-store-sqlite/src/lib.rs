@@ -5,6 +5,7 @@
 //! Concurrent single enqueues are coalesced into one transaction (group commit), so each
 //! acknowledged enqueue is durable (`synchronous = FULL` by default) without one fsync each.
 
+mod chunks;
 mod claim;
 mod complete;
 mod connect;
