@@ -93,6 +93,7 @@ async fn serve_delivers_retries_dead_letters_and_compensates_over_http() {
         ids.insert(kind, id.trim().to_string());
     }
     let mut serve = w.serve();
+    w.wait_started(1).await;
     let w2 = &w;
     wait_for(
         Duration::from_secs(30),

@@ -190,6 +190,14 @@ impl Workdir {
             .unwrap()
     }
 
+    /// Waits until the serve log shows an engine started `n` times.
+    pub async fn wait_started(&self, n: usize) {
+        wait_for(Duration::from_secs(20), "backstop serve to start", || async move {
+            (self.serve_log().matches("engine started").count() >= n).then_some(())
+        })
+        .await
+    }
+
     pub fn serve_log(&self) -> String {
         std::fs::read_to_string(self.path().join("serve.log")).unwrap_or_default()
     }
