@@ -5,10 +5,14 @@ mod commands;
 mod logging;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     logging::init(cli.log_format, cli.command.is_long_running());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -26,6 +30,24 @@ fn main() -> ExitCode {
             // One line: the error and its causes.
             eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version print in full; a usage mistake prints one line and exits 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        _ => {
+            let text = e.render().to_string();
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("error: bad usage");
+            eprintln!("{line} (see --help)");
+            ExitCode::from(2)
         }
     }
 }
