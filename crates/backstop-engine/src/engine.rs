@@ -4,7 +4,7 @@
 use crate::completer;
 use crate::dispatcher::{self, KindRuntime};
 use crate::enqueue::{self, EnqueueError, EnqueueRequest, Enqueued};
-use crate::executor::Executor;
+use crate::executor::{Executor, HttpTarget};
 use crate::handler::Handler;
 use crate::heartbeat;
 use crate::inflight::InFlight;
@@ -141,11 +141,11 @@ impl EngineBuilder {
                                 .map_err(|e| EngineError::Client(e.to_string()))?,
                         );
                     }
-                    Executor::Http {
+                    Executor::Http(Box::new(HttpTarget {
                         url: url.clone(),
                         signer,
                         client: client.clone().expect("set above"),
-                    }
+                    }))
                 }
             };
             configs.insert(k.name.clone(), k.clone());

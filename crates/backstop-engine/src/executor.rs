@@ -14,11 +14,14 @@ use std::time::Duration;
 /// Where a kind's attempts go.
 pub(crate) enum Executor {
     InProcess(Handler),
-    Http {
-        url: String,
-        signer: Option<StandardWebhooks>,
-        client: DeliveryClient,
-    },
+    Http(Box<HttpTarget>),
+}
+
+/// An HTTP push target: where, how to sign, and the shared client.
+pub(crate) struct HttpTarget {
+    pub(crate) url: String,
+    pub(crate) signer: Option<StandardWebhooks>,
+    pub(crate) client: DeliveryClient,
 }
 
 impl Executor {
@@ -61,11 +64,12 @@ impl Executor {
                     .into(),
                 }
             }
-            Executor::Http {
-                url,
-                signer,
-                client,
-            } => {
+            Executor::Http(http) => {
+                let HttpTarget {
+                    url,
+                    signer,
+                    client,
+                } = &**http;
                 let id = task.id.to_string();
                 let d = Delivery {
                     url,

@@ -1,6 +1,9 @@
 //! Times the three row writes of a task on their own: enqueue, claim and complete of 100,000
 //! tasks in batches, on a fresh file with the default durability. Run with
 //! `cargo run --release -p backstop-store-sqlite --example store_phases`.
+//!
+//! Besides wall-clock rates it prints the CPU time the SQLite worker threads spent per task
+//! (from `/proc`, on Linux): on a shared machine that figure is far steadier than the rates.
 
 use backstop_core::store::*;
 use backstop_core::*;
@@ -15,7 +18,7 @@ async fn main() {
         .unwrap();
     let n = 100_000;
     let now = jiff::Timestamp::now();
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), sqlite_cpu());
     for b in 0..n / 1000 {
         let tasks = (0..1000)
             .map(|i| NewTask {
@@ -31,12 +34,8 @@ async fn main() {
             .collect();
         s.enqueue(EnqueueParams { tasks, now }).await.unwrap();
     }
-    println!(
-        "enqueue {:?} {:.0}/s",
-        t.elapsed(),
-        n as f64 / t.elapsed().as_secs_f64()
-    );
-    let t = Instant::now();
+    report("enqueue", n, t, cpu);
+    let (t, cpu) = (Instant::now(), sqlite_cpu());
     let mut claimed = Vec::new();
     loop {
         let c = s
@@ -54,12 +53,8 @@ async fn main() {
         }
         claimed.extend(c);
     }
-    println!(
-        "claim {:?} {:.0}/s",
-        t.elapsed(),
-        n as f64 / t.elapsed().as_secs_f64()
-    );
-    let t = Instant::now();
+    report("claim", n, t, cpu);
+    let (t, cpu) = (Instant::now(), sqlite_cpu());
     for chunk in claimed.chunks(4096) {
         let completions = chunk
             .iter()
@@ -84,9 +79,30 @@ async fn main() {
             .await
             .unwrap();
     }
+    report("complete", n, t, cpu);
+}
+
+fn report(phase: &str, n: usize, started: Instant, cpu_before: u64) {
+    let secs = started.elapsed().as_secs_f64();
     println!(
-        "complete {:?} {:.0}/s",
-        t.elapsed(),
-        n as f64 / t.elapsed().as_secs_f64()
+        "{phase:<8} {:>7.0} tasks/s  {:>5.2} µs sqlite-thread CPU/task",
+        n as f64 / secs,
+        (sqlite_cpu() - cpu_before) as f64 / 1000.0 / n as f64
     );
+}
+
+/// Nanoseconds of CPU the sqlx SQLite worker threads have run so far (0 where `/proc` has
+/// no schedstat).
+fn sqlite_cpu() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("sqlx-sqlite"))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }

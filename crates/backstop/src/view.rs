@@ -25,7 +25,8 @@ pub struct TaskView<'a> {
     pub lease_until: Option<Timestamp>,
     pub epoch: i64,
     pub traceparent: Option<&'a str>,
-    pub payload: serde_json::Value,
+    /// The payload exactly as stored when it is JSON; otherwise a string of its bytes.
+    pub payload: Box<serde_json::value::RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<&'a [Event]>,
 }
@@ -50,12 +51,20 @@ impl<'a> TaskView<'a> {
             lease_until: t.lease_until,
             epoch: t.epoch,
             traceparent: t.traceparent.as_deref(),
-            payload: serde_json::from_slice(&t.payload).unwrap_or_else(|_| {
-                serde_json::Value::String(String::from_utf8_lossy(&t.payload).into_owned())
-            }),
+            payload: payload_json(&t.payload),
             events,
         }
     }
+}
+
+fn payload_json(bytes: &[u8]) -> Box<serde_json::value::RawValue> {
+    let exact = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| serde_json::value::RawValue::from_string(s.to_string()).ok());
+    exact.unwrap_or_else(|| {
+        let text = serde_json::to_string(&String::from_utf8_lossy(bytes)).expect("a string");
+        serde_json::value::RawValue::from_string(text).expect("a JSON string")
+    })
 }
 
 /// Seconds precision is enough for people; JSON keeps full precision.
@@ -67,7 +76,12 @@ fn short(t: Timestamp) -> String {
 pub fn task_line(t: &Task) -> String {
     let mut s = format!(
         "{}  {:<11}  {}/{}  attempts {}/{}",
-        t.id, t.status, t.kind, t.key, t.attempts, t.max_attempts
+        t.id,
+        t.status.as_str(),
+        t.kind,
+        t.key,
+        t.attempts,
+        t.max_attempts
     );
     if let Some(e) = &t.last_error {
         let _ = write!(s, "  last_error: {e}");
