@@ -253,7 +253,7 @@ impl Engine {
         Ok(out)
     }
 
-    /// Runs until `shutdown` resolves, then stops claiming, lets in-flight attempts finish
+    /// Runs until `shutdown` resolves (call it once per engine), then stops claiming, lets in-flight attempts finish
     /// within the grace period, writes their outcomes and releases the rest.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         let shared = &self.shared;
@@ -264,6 +264,8 @@ impl Engine {
             shared.clock.clone(),
             done_rx,
             shared.opts.complete_batch,
+            stop_rx.clone(),
+            shared.opts.grace,
         ));
         let min_lease = shared
             .configs
