@@ -1,47 +1,48 @@
 //! Claim: lease due pending tasks of one kind, bumping `attempts` and the fencing `epoch`.
 //!
-//! The batch crosses from SQLite to Rust as one JSON row rather than one row per task: sqlx
-//! hands every result row to the async side separately, which costs more than the claim
-//! itself at thousands of tasks a second.
+//! One query reads the due tasks through the partial index of pending tasks; then multi-row
+//! UPDATEs lease them by rowid. Both run as direct calls on the locked writer (see `raw`).
 
-use crate::db_err;
+use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::parse_id;
+use crate::shapes::chunks;
 use backstop_core::StoreError;
 use backstop_core::store::{ClaimParams, ClaimedTask};
-use sqlx::{Connection, SqliteConnection};
+use sqlx::SqliteConnection;
+use std::sync::LazyLock;
 
-const PICK: &str = "
-SELECT json_group_array(seq) FROM (
-    SELECT seq FROM backstop_tasks
-    WHERE status = 'pending' AND kind = ?1 AND run_at <= ?2
-    ORDER BY run_at
-    LIMIT ?3)";
+/// The due tasks, oldest `run_at` first, with what a worker needs (status 0 is pending).
+pub(crate) const PICK: &str = "
+SELECT seq, id, key, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
+       created_at
+FROM backstop_tasks
+WHERE status = 0 AND kind = ?1 AND run_at <= ?2
+ORDER BY run_at
+LIMIT ?3";
 
-const LEASE: &str = "
-UPDATE backstop_tasks
-SET status = 'running', attempts = attempts + 1, epoch = epoch + 1,
-    lease_owner = ?2, lease_until = ?3, updated_at = ?4,
-    att_started_at = ?4, att_worker = ?2
-WHERE seq IN (SELECT value FROM json_each(?1))";
+/// Rowids per lease UPDATE, largest first: one statement per row would pay SQLite's
+/// per-statement work (cursors, halt) for every task.
+const SHAPES: &[usize] = &[64, 16, 4, 1];
 
-const READ: &str = "
-SELECT json_group_array(json_array(id, key, hex(payload), attempts, max_attempts, epoch, run_at,
-                                   expires_at, traceparent, created_at))
-FROM backstop_tasks WHERE seq IN (SELECT value FROM json_each(?1))";
-
-type Row = (
-    String,
-    String,
-    String,
-    u32,
-    u32,
-    i64,
-    i64,
-    Option<i64>,
-    Option<String>,
-    i64,
-);
+/// One UPDATE per shape: `?1` owner, `?2` lease end, `?3` now, then the rowids.
+pub(crate) static LEASE_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+    SHAPES
+        .iter()
+        .map(|rows| {
+            let seqs: Vec<String> = (0..*rows).map(|i| format!("?{}", i + 4)).collect();
+            // OR FAIL: no statement journal; an error rolls the whole transaction back anyway.
+            format!(
+                "UPDATE OR FAIL backstop_tasks
+                 SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
+                     lease_owner = ?1, lease_until = ?2, updated_at = ?3,
+                     att_started_at = ?3, att_worker = ?1
+                 WHERE seq IN ({})",
+                seqs.join(", ")
+            )
+        })
+        .collect()
+});
 
 pub(crate) async fn claim(
     conn: &mut SqliteConnection,
@@ -50,67 +51,48 @@ pub(crate) async fn claim(
     if p.limit == 0 {
         return Ok(Vec::new());
     }
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let seqs: String = sqlx::query_scalar(PICK)
-        .bind(&p.kind)
-        .bind(to_ms(p.now))
-        .bind(p.limit as i64)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    if seqs == "[]" {
-        return Ok(Vec::new());
-    }
-    sqlx::query(LEASE)
-        .bind(&seqs)
-        .bind(&p.owner)
-        .bind(to_ms(p.lease_until))
-        .bind(to_ms(p.now))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let rows: String = sqlx::query_scalar(READ)
-        .bind(&seqs)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)?;
-    let rows: Vec<Row> = serde_json::from_str(&rows)
-        .map_err(|e| StoreError::Database(format!("claim result: {e}")))?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(ClaimedTask {
-                id: parse_id(&r.0)?,
-                kind: p.kind.clone(),
-                key: r.1,
-                payload: unhex(&r.2)?,
-                attempt: r.3,
-                max_attempts: r.4,
-                epoch: r.5,
-                run_at: from_ms(r.6),
-                expires_at: r.7.map(from_ms),
-                traceparent: r.8,
-                created_at: from_ms(r.9),
-            })
-        })
-        .collect()
+    raw::write(conn, |db| lease(db, p)).await
 }
 
-fn unhex(s: &str) -> Result<Vec<u8>, StoreError> {
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            _ => None,
-        }
+fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
+    let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
+    let now = to_ms(p.now);
+    let mut seqs = Vec::new();
+    let mut claimed = Vec::new();
+    db.prepare(PICK)?
+        .query(&[p.kind.as_str().into(), now.into(), limit.into()], |r| {
+            seqs.push(r.int(0));
+            // The lease below adds one to both, in this same transaction.
+            claimed.push(ClaimedTask {
+                id: parse_id(r.blob(1))?,
+                kind: p.kind.clone(),
+                key: r.text(2)?.to_owned(),
+                payload: r.blob(3).to_vec(),
+                attempt: (r.int(4) + 1) as u32,
+                max_attempts: r.int(5) as u32,
+                epoch: r.int(6) + 1,
+                run_at: from_ms(r.int(7)),
+                expires_at: r.opt_int(8).map(from_ms),
+                traceparent: r.opt_text(9)?,
+                created_at: from_ms(r.int(10)),
+            });
+            Ok(())
+        })?;
+    let mut leases: [Option<Stmt<'_>>; SHAPES.len()] = Default::default();
+    let mut values = Vec::with_capacity(3 + SHAPES[0]);
+    for (shape, chunk) in chunks(&seqs, SHAPES) {
+        let lease = match &mut leases[shape] {
+            Some(s) => s,
+            slot => slot.insert(db.prepare(&LEASE_SQL[shape])?),
+        };
+        values.clear();
+        values.extend_from_slice(&[
+            p.owner.as_str().into(),
+            to_ms(p.lease_until).into(),
+            now.into(),
+        ]);
+        values.extend(chunk.iter().map(|s| Value::Int(*s)));
+        lease.execute(&values)?;
     }
-    s.as_bytes()
-        .chunks(2)
-        .map(|p| match p {
-            [h, l] => Some(nibble(*h)? << 4 | nibble(*l)?),
-            _ => None,
-        })
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(|| StoreError::Database("claim result: bad payload encoding".into()))
+    Ok(claimed)
 }

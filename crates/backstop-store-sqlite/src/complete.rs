@@ -1,153 +1,108 @@
-//! Completion: a batch of attempt outcomes in one transaction, each fenced by `epoch` and
-//! `status = 'running'`.
+//! Completion: a batch of attempt outcomes in one transaction, each fenced by `epoch` and the
+//! running status.
 //!
-//! The common case (every lease still held) is one multi-row UPDATE per chunk. When a chunk
-//! updates fewer rows than it has, some leases were lost: the chunk is rolled back to its
-//! savepoint and redone row by row, recording each stale completion on its task's timeline.
+//! Each completion is one UPDATE of its task row, a prepared statement stepped once per task on
+//! the locked writer (see `raw`). When it changes nothing the lease was lost, and the stale
+//! completion is recorded on the task's timeline instead: no savepoints, no second pass. (A
+//! multi-row UPDATE … FROM VALUES measured slower: SQLite materialises the join first.)
 
-use crate::chunks::{fixed, placeholders};
-use crate::db_err;
+use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
-use backstop_core::store::{CompleteParams, CompleteResult, Completion};
+use crate::row::{id_bytes, status_code};
+use backstop_core::store::{CompleteParams, CompleteResult, Completion, LeaseRef};
 use backstop_core::{Status, StoreError};
-use sqlx::query::Query;
-use sqlx::sqlite::SqliteArguments;
-use sqlx::{AssertSqlSafe, Connection, Sqlite, SqliteConnection};
+use sqlx::SqliteConnection;
 
-const COLS: usize = 11;
+/// The attempt ended the task (succeeded, failed, compensated): its facts stay on the row.
+pub(crate) const FINISH: &str = "
+UPDATE backstop_tasks
+SET status = ?3, run_at = coalesce(?12, run_at), last_error = ?4, reason = ?5,
+    lease_owner = NULL, lease_until = NULL, updated_at = ?11,
+    att_ended_at = ?9, att_outcome = ?6, att_error = ?4, att_http_status = ?7,
+    att_started_at = ?8, att_worker = ?10
+WHERE id = ?1 AND epoch = ?2 AND status = 1";
 
-fn apply_sql(rows: usize) -> String {
-    format!(
-        "WITH c (id, epoch, status, run_at, error, reason, outcome, http_status, started_at, \
-                 ended_at, worker) AS (VALUES {})
-         UPDATE backstop_tasks AS t
-         SET status = c.status,
-             run_at = coalesce(c.run_at, t.run_at),
-             last_error = c.error,
-             reason = c.reason,
-             lease_owner = NULL, lease_until = NULL, updated_at = ?,
-             att_started_at = iif(c.status = 'pending', NULL, c.started_at),
-             att_ended_at = iif(c.status = 'pending', NULL, c.ended_at),
-             att_outcome = iif(c.status = 'pending', NULL, c.outcome),
-             att_error = iif(c.status = 'pending', NULL, c.error),
-             att_http_status = iif(c.status = 'pending', NULL, c.http_status),
-             att_worker = iif(c.status = 'pending', NULL, c.worker)
-         FROM c
-         WHERE t.id = c.id AND t.epoch = c.epoch AND t.status = 'running'",
-        placeholders(rows, COLS)
-    )
-}
+/// The attempt is retried: the next attempt reuses the row's attempt columns, so this one
+/// goes to the timeline table first ([`RECORD_RETRY`]).
+pub(crate) const RETRY: &str = "
+UPDATE backstop_tasks
+SET status = ?3, run_at = coalesce(?12, run_at), last_error = ?4, reason = ?5,
+    lease_owner = NULL, lease_until = NULL, updated_at = ?11,
+    att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
+    att_http_status = NULL, att_worker = NULL
+WHERE id = ?1 AND epoch = ?2 AND status = 1";
 
-/// A retried attempt goes to the timeline table now: the next attempt reuses the row's
-/// attempt columns.
-fn record_retries_sql(rows: usize) -> String {
-    format!(
-        "WITH c (id, epoch, status, run_at, error, reason, outcome, http_status, started_at, \
-                 ended_at, worker) AS (VALUES {})
-         INSERT INTO backstop_events
-             (task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker)
-         SELECT t.id, 'attempt', c.ended_at, t.attempts, c.outcome, c.error, c.http_status,
-                c.ended_at - c.started_at, c.worker
-         FROM c JOIN backstop_tasks AS t
-           ON t.id = c.id AND t.epoch = c.epoch AND t.status = 'running'
-         WHERE c.status = 'pending'",
-        placeholders(rows, COLS)
-    )
-}
+/// The retried attempt's row in the timeline, written only while the lease still holds.
+pub(crate) const RECORD_RETRY: &str = "
+INSERT INTO backstop_events
+    (task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker)
+SELECT id, 'attempt', ?9, attempts, ?6, ?4, ?7, ?9 - ?8, ?10
+FROM backstop_tasks
+WHERE id = ?1 AND epoch = ?2 AND status = 1";
 
-fn bind_all<'q>(
-    mut q: Query<'q, Sqlite, SqliteArguments>,
-    chunk: &'q [Completion],
-) -> Query<'q, Sqlite, SqliteArguments> {
-    for c in chunk {
-        q = q
-            .bind(c.lease.id.to_string())
-            .bind(c.lease.epoch)
-            .bind(c.status.as_str())
-            .bind(c.run_at.map(to_ms))
-            .bind(c.last_error.as_deref())
-            .bind(c.reason.as_deref())
-            .bind(c.outcome.as_str())
-            .bind(c.http_status.map(i64::from))
-            .bind(to_ms(c.started_at))
-            .bind(to_ms(c.ended_at))
-            .bind(c.worker.as_str());
-    }
-    q
-}
+/// A completion that came after its lease was lost.
+const RECORD_STALE: &str = "
+INSERT INTO backstop_events (task_id, type, at, attempt, outcome, error, http_status, worker)
+VALUES (?1, 'stale_completion', ?11, ?13, ?6, ?4, ?7, ?10)";
 
 pub(crate) async fn complete(
     conn: &mut SqliteConnection,
     p: &CompleteParams,
 ) -> Result<CompleteResult, StoreError> {
-    let now = to_ms(p.now);
-    let mut stale = Vec::new();
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    for chunk in fixed(&p.completions) {
-        let mut sp = tx.begin().await.map_err(db_err)?;
-        if chunk.iter().any(|c| c.status == Status::Pending) {
-            let sql = record_retries_sql(chunk.len());
-            bind_all(sqlx::query(AssertSqlSafe(sql)), chunk)
-                .execute(&mut *sp)
-                .await
-                .map_err(db_err)?;
-        }
-        let sql = apply_sql(chunk.len());
-        let applied = bind_all(sqlx::query(AssertSqlSafe(sql)), chunk)
-            .bind(now)
-            .execute(&mut *sp)
-            .await
-            .map_err(db_err)?
-            .rows_affected();
-        if applied as usize == chunk.len() {
-            sp.commit().await.map_err(db_err)?;
-            continue;
-        }
-        sp.rollback().await.map_err(db_err)?;
-        for c in chunk {
-            if !one(&mut tx, c, now).await? {
-                stale.push(c.lease);
-            }
-        }
+    if p.completions.is_empty() {
+        return Ok(CompleteResult::default());
     }
-    tx.commit().await.map_err(db_err)?;
+    let now = to_ms(p.now);
+    let stale = raw::write(conn, |db| apply(db, &p.completions, now)).await?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
     Ok(CompleteResult { stale })
 }
 
-/// One completion; false (and a `stale_completion` event) when its lease is gone.
-async fn one(conn: &mut SqliteConnection, c: &Completion, now: i64) -> Result<bool, StoreError> {
-    let one = std::slice::from_ref(c);
-    if c.status == Status::Pending {
-        bind_all(sqlx::query(AssertSqlSafe(record_retries_sql(1))), one)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
+fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseRef>, StoreError> {
+    // Retries are prepared only when the batch has one; stale completions are rare.
+    let mut finish: Option<Stmt<'_>> = None;
+    let mut retry: Option<(Stmt<'_>, Stmt<'_>)> = None;
+    let mut stale = Vec::new();
+    for c in completions {
+        // Every statement takes the same parameters, each using the ones it needs: ?1 id,
+        // ?2 epoch, ?3 status, ?4 error, ?5 reason, ?6 outcome, ?7 HTTP status, ?8 start,
+        // ?9 end, ?10 worker, ?11 now, ?12 next run, ?13 attempt number.
+        let values: [Value<'_>; 13] = [
+            id_bytes(&c.lease.id).into(),
+            c.lease.epoch.into(),
+            status_code(c.status).into(),
+            c.last_error.as_deref().into(),
+            c.reason.as_deref().into(),
+            c.outcome.as_str().into(),
+            c.http_status.map(i64::from).into(),
+            to_ms(c.started_at).into(),
+            to_ms(c.ended_at).into(),
+            c.worker.as_str().into(),
+            now.into(),
+            c.run_at.map(to_ms).into(),
+            i64::from(c.attempt).into(),
+        ];
+        let applied = if c.status == Status::Pending {
+            let (record, update) = match &mut retry {
+                Some(r) => r,
+                None => retry.insert((db.prepare(RECORD_RETRY)?, db.prepare(RETRY)?)),
+            };
+            // Inserts nothing when the lease is gone: the same fence as the update.
+            record.execute(&values[..10])?;
+            update.execute(&values[..12])?
+        } else {
+            let update = match &mut finish {
+                Some(s) => s,
+                None => finish.insert(db.prepare(FINISH)?),
+            };
+            update.execute(&values[..12])?
+        };
+        if applied == 0 {
+            db.prepare(RECORD_STALE)?.execute(&values)?;
+            stale.push(c.lease);
+        }
     }
-    let applied = bind_all(sqlx::query(AssertSqlSafe(apply_sql(1))), one)
-        .bind(now)
-        .execute(&mut *conn)
-        .await
-        .map_err(db_err)?
-        .rows_affected();
-    if applied == 1 {
-        return Ok(true);
-    }
-    sqlx::query(
-        "INSERT INTO backstop_events (task_id, type, at, attempt, outcome, error, http_status, worker)
-         VALUES (?, 'stale_completion', ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(c.lease.id.to_string())
-    .bind(now)
-    .bind(i64::from(c.attempt))
-    .bind(c.outcome.as_str())
-    .bind(c.last_error.as_deref())
-    .bind(c.http_status.map(i64::from))
-    .bind(c.worker.as_str())
-    .execute(&mut *conn)
-    .await
-    .map_err(db_err)?;
-    Ok(false)
+    Ok(stale)
 }

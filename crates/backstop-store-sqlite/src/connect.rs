@@ -86,6 +86,10 @@ pub(crate) async fn open(
         })
         .busy_timeout(Duration::from_secs(10))
         .foreign_keys(false)
+        // For a new file only. Measured with the store_phases example: 8 KiB pages cut the
+        // CPU per task by about 8% against 4 KiB (fewer page splits and WAL frames per
+        // batch); 16 KiB gained nothing more.
+        .page_size(8192)
         .pragma("cache_size", "-32768")
         .pragma("temp_store", "memory")
         .statement_cache_capacity(256)

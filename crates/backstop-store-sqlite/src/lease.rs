@@ -4,20 +4,48 @@
 
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
-use crate::row::parse_id;
+use crate::row::{id_bytes, parse_id, status_code};
 use backstop_core::store::{
     ExpireParams, HeartbeatParams, LeaseRef, ReleaseParams, RescueParams, Rescued,
 };
-use backstop_core::{Status, StoreError, Transition, transition};
+use backstop_core::{Status, StoreError, TaskId, Transition, transition};
 use serde_json::json;
 use sqlx::{Connection, Row, SqliteConnection};
 use std::collections::HashSet;
+
+/// Extends the leases still held, fenced like a completion.
+pub(crate) const HEARTBEAT: &str = "
+UPDATE backstop_tasks AS t SET lease_until = ?2, updated_at = ?3
+FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
+WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status = 1 AND t.lease_owner = ?4
+RETURNING id";
+
+/// Running tasks whose lease expired, oldest lease first.
+pub(crate) const RESCUE_PICK: &str = "
+SELECT seq, id, kind, attempts, max_attempts, lease_owner FROM backstop_tasks
+WHERE status = 1 AND lease_until < ?1 ORDER BY lease_until LIMIT ?2";
+
+/// The listed leases still held.
+pub(crate) const RELEASE_PICK: &str = "
+SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t
+ON t.id = unhex(j.value ->> 'id') AND t.epoch = j.value ->> 'epoch' AND t.status = 1";
+
+/// Pending tasks past their deadline, earliest first.
+pub(crate) const EXPIRE_PICK: &str = "
+SELECT seq FROM backstop_tasks
+WHERE status = 0 AND expires_at IS NOT NULL AND expires_at <= ?1
+ORDER BY expires_at LIMIT ?2";
+
+/// An id as hex, the form in which ids travel inside JSON parameters (`unhex()` in SQL).
+fn hex_id(id: &TaskId) -> String {
+    id.0.simple().to_string()
+}
 
 fn lease_json(leases: &[LeaseRef]) -> String {
     serde_json::Value::Array(
         leases
             .iter()
-            .map(|l| json!({"id": l.id.to_string(), "epoch": l.epoch}))
+            .map(|l| json!({"id": hex_id(&l.id), "epoch": l.epoch}))
             .collect(),
     )
     .to_string()
@@ -31,24 +59,19 @@ pub(crate) async fn heartbeat(
         return Ok(Vec::new());
     }
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let rows = sqlx::query(
-        "UPDATE backstop_tasks AS t SET lease_until = ?2, updated_at = ?3
-         FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
-         WHERE t.id = c.id AND t.epoch = c.epoch AND t.status = 'running' AND t.lease_owner = ?4
-         RETURNING id",
-    )
-    .bind(lease_json(&p.leases))
-    .bind(to_ms(p.lease_until))
-    .bind(to_ms(p.now))
-    .bind(&p.owner)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
+    let rows = sqlx::query(HEARTBEAT)
+        .bind(lease_json(&p.leases))
+        .bind(to_ms(p.lease_until))
+        .bind(to_ms(p.now))
+        .bind(&p.owner)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
-    let kept: HashSet<String> = rows.iter().map(|r| r.get("id")).collect();
+    let kept: HashSet<&[u8]> = rows.iter().map(|r| r.get("id")).collect();
     Ok(p.leases
         .iter()
-        .filter(|l| !kept.contains(&l.id.to_string()))
+        .filter(|l| !kept.contains(id_bytes(&l.id)))
         .copied()
         .collect())
 }
@@ -63,7 +86,7 @@ FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'";
 
 const MOVE: &str = "
 UPDATE backstop_tasks AS t
-SET status = c.status, run_at = iif(c.status = 'pending', ?2, t.run_at),
+SET status = c.status, run_at = iif(c.status = 0, ?2, t.run_at),
     reason = coalesce(c.reason, t.reason), last_error = coalesce(c.error, t.last_error),
     lease_owner = NULL, lease_until = NULL, updated_at = ?2,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
@@ -79,15 +102,12 @@ pub(crate) async fn rescue(
 ) -> Result<Vec<Rescued>, StoreError> {
     let now = to_ms(p.now);
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let rows = sqlx::query(
-        "SELECT seq, id, kind, attempts, max_attempts, lease_owner FROM backstop_tasks
-         WHERE status = 'running' AND lease_until < ?1 ORDER BY lease_until LIMIT ?2",
-    )
-    .bind(now)
-    .bind(p.limit as i64)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
+    let rows = sqlx::query(RESCUE_PICK)
+        .bind(now)
+        .bind(p.limit as i64)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -106,7 +126,7 @@ pub(crate) async fn rescue(
         let failed = status == Status::Failed;
         moves.push(json!({
             "seq": r.get::<i64, _>("seq"),
-            "status": status.as_str(),
+            "status": status_code(status),
             "reason": failed.then(|| format!("attempts exhausted ({attempts} of {max}); the last lease expired")),
             "error": failed.then_some("lease expired"),
         }));
@@ -147,20 +167,17 @@ pub(crate) async fn release(
     let pending = transition(Status::Running, Transition::Release)
         .map_err(|e| StoreError::Database(e.to_string()))?;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let seqs: Vec<i64> = sqlx::query_scalar(
-        "SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t
-         ON t.id = j.value ->> 'id' AND t.epoch = j.value ->> 'epoch' AND t.status = 'running'",
-    )
-    .bind(lease_json(&p.leases))
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
+    let seqs: Vec<i64> = sqlx::query_scalar(RELEASE_PICK)
+        .bind(lease_json(&p.leases))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
     if seqs.is_empty() {
         return Ok(0);
     }
     let moves = serde_json::Value::Array(
         seqs.iter()
-            .map(|s| json!({"seq": s, "status": pending.as_str()}))
+            .map(|s| json!({"seq": s, "status": status_code(pending)}))
             .collect(),
     )
     .to_string();
@@ -190,22 +207,18 @@ pub(crate) async fn expire(
     let compensated = transition(Status::Pending, Transition::Expire)
         .map_err(|e| StoreError::Database(e.to_string()))?;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let seqs: Vec<i64> = sqlx::query_scalar(
-        "SELECT seq FROM backstop_tasks
-         WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1
-         ORDER BY expires_at LIMIT ?2",
-    )
-    .bind(now)
-    .bind(p.limit as i64)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db_err)?;
+    let seqs: Vec<i64> = sqlx::query_scalar(EXPIRE_PICK)
+        .bind(now)
+        .bind(p.limit as i64)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
     if seqs.is_empty() {
         return Ok(0);
     }
     let moves = serde_json::Value::Array(
         seqs.iter()
-            .map(|s| json!({"seq": s, "status": compensated.as_str(), "reason": "expired"}))
+            .map(|s| json!({"seq": s, "status": status_code(compensated), "reason": "expired"}))
             .collect(),
     )
     .to_string();

@@ -4,8 +4,9 @@
 //! writers inside the process; reads use a small pool that WAL lets run beside the writer.
 //! Concurrent single enqueues are coalesced into one transaction (group commit), so each
 //! acknowledged enqueue is durable (`synchronous = FULL` by default) without one fsync each.
+//! The per-task paths (enqueue, claim, completion) run as direct SQLite calls on the locked
+//! writer connection (`raw`), each batch in one transaction.
 
-mod chunks;
 mod claim;
 mod complete;
 mod connect;
@@ -13,8 +14,12 @@ mod enqueue;
 mod lease;
 mod manual;
 mod migrate;
+#[cfg(test)]
+mod plans;
+mod raw;
 mod read;
 mod row;
+mod shapes;
 
 pub use connect::{Durability, SqliteOptions};
 

@@ -3,7 +3,7 @@
 
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
-use crate::row::{parse_status, task, task_columns};
+use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
 use backstop_core::store::ManualParams;
 use backstop_core::{Status, StoreError, Task, Transition, transition};
 use sqlx::{Connection, Row, SqliteConnection};
@@ -61,10 +61,10 @@ async fn apply(
     action: &Action,
 ) -> Result<Task, StoreError> {
     let now = to_ms(p.now);
-    let id = p.id.to_string();
+    let id = id_bytes(&p.id);
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
     let row = sqlx::query("SELECT status, max_attempts, attempts FROM backstop_tasks WHERE id = ?")
-        .bind(&id)
+        .bind(id)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err)?
@@ -90,7 +90,7 @@ async fn apply(
                     att_ended_at - att_started_at, att_worker
              FROM backstop_tasks WHERE id = ? AND att_outcome IS NOT NULL",
         )
-        .bind(&id)
+        .bind(id)
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
@@ -98,7 +98,7 @@ async fn apply(
     sqlx::query(
         "INSERT INTO backstop_events (task_id, type, at, actor, reason) VALUES (?, ?, ?, ?, ?)",
     )
-    .bind(&id)
+    .bind(id)
     .bind(action.event)
     .bind(now)
     .bind(&p.actor)
@@ -120,8 +120,8 @@ async fn apply(
                     att_error = NULL, att_http_status = NULL, att_worker = NULL
                  WHERE id = ?1",
             )
-            .bind(&id)
-            .bind(to.as_str())
+            .bind(id)
+            .bind(status_code(to))
             .bind(now)
             .bind(attempts + budget)
             .execute(&mut *tx)
@@ -132,8 +132,8 @@ async fn apply(
             sqlx::query(
                 "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
             )
-            .bind(&id)
-            .bind(to.as_str())
+            .bind(id)
+            .bind(status_code(to))
             .bind(&reason)
             .bind(now)
             .execute(&mut *tx)
@@ -146,7 +146,7 @@ async fn apply(
         task_columns!(),
         " FROM backstop_tasks WHERE id = ?"
     ))
-    .bind(&id)
+    .bind(id)
     .fetch_one(&mut *tx)
     .await
     .map_err(db_err)?;

@@ -3,7 +3,7 @@
 
 use crate::db_err;
 use crate::row::jiff_ms::from_ms;
-use crate::row::{parse_status, task, task_columns};
+use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
 use backstop_core::store::{ListParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -15,7 +15,7 @@ pub(crate) async fn get(pool: &SqlitePool, id: TaskId) -> Result<Option<Task>, S
         task_columns!(),
         " FROM backstop_tasks WHERE id = ?"
     ))
-    .bind(id.to_string())
+    .bind(id_bytes(&id))
     .fetch_optional(pool)
     .await
     .map_err(db_err)?
@@ -57,11 +57,11 @@ pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>,
         qb.push(" AND key = ").push_bind(key);
     }
     if let Some(status) = p.status {
-        qb.push(" AND status = ").push_bind(status.as_str());
+        qb.push(" AND status = ").push_bind(status_code(status));
     }
     if let Some(before) = p.before {
         qb.push(" AND seq < (SELECT seq FROM backstop_tasks WHERE id = ")
-            .push_bind(before.to_string())
+            .push_bind(before.0.as_bytes().to_vec())
             .push(")");
     }
     qb.push(" ORDER BY seq DESC LIMIT ")
@@ -102,13 +102,13 @@ pub(crate) async fn counts(
 }
 
 pub(crate) async fn timeline(pool: &SqlitePool, id: TaskId) -> Result<Vec<Event>, StoreError> {
-    let id_text = id.to_string();
+    let id_blob = id_bytes(&id);
     let Some(t) = sqlx::query(
         "SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
                 att_http_status, att_worker
          FROM backstop_tasks WHERE id = ?",
     )
-    .bind(&id_text)
+    .bind(id_blob)
     .fetch_optional(pool)
     .await
     .map_err(db_err)?
@@ -120,7 +120,7 @@ pub(crate) async fn timeline(pool: &SqlitePool, id: TaskId) -> Result<Vec<Event>
         "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
          FROM backstop_events WHERE task_id = ? ORDER BY seq",
     )
-    .bind(&id_text)
+    .bind(id_blob)
     .fetch_all(pool)
     .await
     .map_err(db_err)?;

@@ -18,14 +18,33 @@ pub(crate) mod jiff_ms {
     }
 }
 
-pub(crate) fn parse_id(s: &str) -> Result<TaskId, StoreError> {
-    s.parse()
-        .map_err(|e| StoreError::Database(format!("bad task id {s:?} in the database: {e}")))
+/// The storage form of a task id: its 16 bytes, which sort like the id (by creation time).
+pub(crate) fn id_bytes(id: &TaskId) -> &[u8] {
+    id.0.as_bytes()
 }
 
-pub(crate) fn parse_status(s: &str) -> Result<Status, StoreError> {
-    s.parse()
-        .map_err(|e| StoreError::Database(format!("bad status in the database: {e}")))
+pub(crate) fn parse_id(b: &[u8]) -> Result<TaskId, StoreError> {
+    uuid::Uuid::from_slice(b)
+        .map(TaskId)
+        .map_err(|e| StoreError::Database(format!("bad task id {b:02x?} in the database: {e}")))
+}
+
+/// The storage form of a status (see the `status` column in the migration).
+pub(crate) fn status_code(s: Status) -> i64 {
+    match s {
+        Status::Pending => 0,
+        Status::Running => 1,
+        Status::Succeeded => 2,
+        Status::Failed => 3,
+        Status::Compensated => 4,
+    }
+}
+
+pub(crate) fn parse_status(code: i64) -> Result<Status, StoreError> {
+    Status::ALL
+        .into_iter()
+        .find(|s| status_code(*s) == code)
+        .ok_or_else(|| StoreError::Database(format!("bad status {code} in the database")))
 }
 
 /// The columns [`task`] reads, as a literal so queries stay `&'static str`.

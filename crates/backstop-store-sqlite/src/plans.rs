@@ -1,0 +1,76 @@
+//! The planner keeps using the indexes the per-task statements were written for: a full scan
+//! there would cost a pass over the ledger per task.
+
+use crate::{SqliteOptions, SqliteStore};
+use sqlx::{AssertSqlSafe, Row};
+
+async fn plan(store: &SqliteStore, sql: &str) -> String {
+    let mut w = store.inner.writer.lock().await;
+    let rows = sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+        .fetch_all(&mut *w)
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| r.get::<String, _>("detail"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn per_task_statements_use_their_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_with(SqliteOptions::new(dir.path().join("plans.db")))
+        .await
+        .unwrap();
+    let mut cases = vec![
+        (
+            crate::claim::PICK,
+            "SEARCH backstop_tasks USING INDEX backstop_tasks_due (kind=? AND run_at<?)",
+        ),
+        (
+            crate::enqueue::EXISTING,
+            "SEARCH backstop_tasks USING INDEX sqlite_autoindex_backstop_tasks_2 (kind=? AND key=?)",
+        ),
+    ];
+    for sql in [
+        crate::complete::FINISH,
+        crate::complete::RETRY,
+        crate::complete::RECORD_RETRY,
+    ] {
+        cases.push((
+            sql,
+            "SEARCH backstop_tasks USING INDEX sqlite_autoindex_backstop_tasks_1 (id=?)",
+        ));
+    }
+    for sql in crate::claim::LEASE_SQL.iter() {
+        cases.push((
+            sql,
+            "SEARCH backstop_tasks USING INTEGER PRIMARY KEY (rowid=?)",
+        ));
+    }
+    for sql in [crate::lease::HEARTBEAT, crate::lease::RELEASE_PICK] {
+        cases.push((
+            sql,
+            "SEARCH t USING INDEX sqlite_autoindex_backstop_tasks_1 (id=?)",
+        ));
+    }
+    cases.push((
+        crate::lease::RESCUE_PICK,
+        "SEARCH backstop_tasks USING INDEX backstop_tasks_leased (lease_until<?)",
+    ));
+    cases.push((
+        crate::lease::EXPIRE_PICK,
+        "SEARCH backstop_tasks USING COVERING INDEX backstop_tasks_expiring",
+    ));
+    for (sql, expected) in cases {
+        let plan = plan(&store, sql).await;
+        // The only scans allowed are of the JSON lists of ids a statement is given.
+        let scans_a_table = plan
+            .lines()
+            .any(|l| l.starts_with("SCAN") && !l.contains("VIRTUAL TABLE"));
+        assert!(
+            plan.contains(expected) && !scans_a_table,
+            "{sql}\n=> {plan}"
+        );
+    }
+}
