@@ -6,6 +6,8 @@
 CREATE TABLE backstop_tasks (
     seq             INTEGER PRIMARY KEY,
     -- The 16 bytes of the UUIDv7: half the size of its text form in the row and the index.
+    -- No CHECK (length(id) = 16): a function in a constraint makes SQLite keep a statement
+    -- journal (a copy of every page touched) for each multi-row write.
     id              BLOB    NOT NULL UNIQUE,
     kind            TEXT    NOT NULL,
     key             TEXT    NOT NULL,
