@@ -138,22 +138,42 @@ pub(crate) async fn rescue(
         });
     }
     let moves = serde_json::Value::Array(moves).to_string();
+    end_attempts(
+        &mut tx,
+        &moves,
+        now,
+        "lease_expired",
+        "lease expired; held by ",
+    )
+    .await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(rescued)
+}
+
+/// Records each listed row's running attempt as ended with `outcome` (the error names the
+/// lease owner after `error_prefix`), then moves the rows to their listed status.
+async fn end_attempts(
+    conn: &mut SqliteConnection,
+    moves: &str,
+    now: i64,
+    outcome: &str,
+    error_prefix: &str,
+) -> Result<(), StoreError> {
     sqlx::query(END_ATTEMPTS)
-        .bind(&moves)
+        .bind(moves)
         .bind(now)
-        .bind("lease_expired")
-        .bind("lease expired; held by ")
-        .execute(&mut *tx)
+        .bind(outcome)
+        .bind(error_prefix)
+        .execute(&mut *conn)
         .await
         .map_err(db_err)?;
     sqlx::query(MOVE)
-        .bind(&moves)
+        .bind(moves)
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await
         .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)?;
-    Ok(rescued)
+    Ok(())
 }
 
 pub(crate) async fn release(
@@ -181,20 +201,14 @@ pub(crate) async fn release(
             .collect(),
     )
     .to_string();
-    sqlx::query(END_ATTEMPTS)
-        .bind(&moves)
-        .bind(now)
-        .bind("interrupted")
-        .bind("released at shutdown by ")
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    sqlx::query(MOVE)
-        .bind(&moves)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    end_attempts(
+        &mut tx,
+        &moves,
+        now,
+        "interrupted",
+        "released at shutdown by ",
+    )
+    .await?;
     tx.commit().await.map_err(db_err)?;
     Ok(seqs.len() as u64)
 }
