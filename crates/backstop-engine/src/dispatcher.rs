@@ -103,15 +103,16 @@ fn start(
         let shared = shared2;
         let cfg = &kind.config;
         let started_at = shared.clock.now();
+        let (attempt, max_attempts) = (task.attempt, task.max_attempts);
         let (decision, http_status) = if task.expires_at.is_some_and(|e| e <= started_at) {
             // Past its business validity: compensated, never run.
             (expired(), None)
         } else {
-            let report = kind.executor.attempt(&task, cfg.timeout, started_at).await;
+            let report = kind.executor.attempt(task, cfg.timeout, started_at).await;
             let now = shared.clock.now();
             let d = decide(
-                task.attempt,
-                task.max_attempts,
+                attempt,
+                max_attempts,
                 &report.outcome,
                 &cfg.retry,
                 now,
@@ -121,7 +122,7 @@ fn start(
         };
         let completion = Completion {
             lease,
-            attempt: task.attempt,
+            attempt,
             status: decision.status,
             run_at: decision.run_at,
             last_error: decision.last_error,

@@ -29,23 +29,14 @@ impl Executor {
     /// transient failure.
     pub(crate) async fn attempt(
         &self,
-        task: &ClaimedTask,
+        task: ClaimedTask,
         timeout: Duration,
         now: Timestamp,
     ) -> AttemptReport {
         match self {
             Executor::InProcess(handler) => {
-                let ctx = TaskContext {
-                    id: task.id,
-                    kind: task.kind.clone(),
-                    key: task.key.clone(),
-                    payload: task.payload.clone(),
-                    attempt: task.attempt,
-                    max_attempts: task.max_attempts,
-                    expires_at: task.expires_at,
-                    traceparent: task.traceparent.clone(),
-                    enqueued_at: task.created_at,
-                };
+                // The claimed task is moved in: no copy of the payload per attempt.
+                let ctx = TaskContext::from(task);
                 let run = AssertUnwindSafe(handler(ctx)).catch_unwind();
                 match tokio::time::timeout(timeout, run).await {
                     Ok(Ok(outcome)) => outcome.into(),

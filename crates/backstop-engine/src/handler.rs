@@ -1,6 +1,6 @@
 //! In-process handlers: Rust functions registered for a kind.
 
-use backstop_core::store::BoxFuture;
+use backstop_core::store::{BoxFuture, ClaimedTask};
 use backstop_core::{Outcome, TaskId};
 use jiff::Timestamp;
 use std::future::Future;
@@ -21,6 +21,22 @@ pub struct TaskContext {
     pub traceparent: Option<String>,
     /// When the task entered the ledger.
     pub enqueued_at: Timestamp,
+}
+
+impl From<ClaimedTask> for TaskContext {
+    fn from(t: ClaimedTask) -> Self {
+        TaskContext {
+            id: t.id,
+            kind: t.kind,
+            key: t.key,
+            payload: t.payload,
+            attempt: t.attempt,
+            max_attempts: t.max_attempts,
+            expires_at: t.expires_at,
+            traceparent: t.traceparent,
+            enqueued_at: t.created_at,
+        }
+    }
 }
 
 impl TaskContext {

@@ -150,6 +150,16 @@ pub(crate) async fn rescue(
     Ok(rescued)
 }
 
+/// The `{seq, status, reason}` list that [`MOVE`] applies, one status for every row.
+fn moves_json(seqs: &[i64], to: Status, reason: Option<&str>) -> String {
+    serde_json::Value::Array(
+        seqs.iter()
+            .map(|s| json!({"seq": s, "status": status_code(to), "reason": reason}))
+            .collect(),
+    )
+    .to_string()
+}
+
 /// Records each listed row's running attempt as ended with `outcome` (the error names the
 /// lease owner after `error_prefix`), then moves the rows to their listed status.
 async fn end_attempts(
@@ -195,12 +205,7 @@ pub(crate) async fn release(
     if seqs.is_empty() {
         return Ok(0);
     }
-    let moves = serde_json::Value::Array(
-        seqs.iter()
-            .map(|s| json!({"seq": s, "status": status_code(pending)}))
-            .collect(),
-    )
-    .to_string();
+    let moves = moves_json(&seqs, pending, None);
     end_attempts(
         &mut tx,
         &moves,
@@ -230,12 +235,7 @@ pub(crate) async fn expire(
     if seqs.is_empty() {
         return Ok(0);
     }
-    let moves = serde_json::Value::Array(
-        seqs.iter()
-            .map(|s| json!({"seq": s, "status": status_code(compensated), "reason": "expired"}))
-            .collect(),
-    )
-    .to_string();
+    let moves = moves_json(&seqs, compensated, Some("expired"));
     sqlx::query(
         "INSERT INTO backstop_events (task_id, type, at, reason)
          SELECT t.id, 'expired', ?2, 'expired'

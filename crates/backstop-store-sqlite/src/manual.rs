@@ -5,7 +5,7 @@ use crate::db_err;
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
 use backstop_core::store::ManualParams;
-use backstop_core::{Status, StoreError, Task, Transition, transition};
+use backstop_core::{StoreError, Task, Transition, transition};
 use sqlx::{Connection, Row, SqliteConnection};
 
 struct Action {
@@ -151,6 +151,5 @@ async fn apply(
     .await
     .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
-    debug_assert_ne!(to, Status::Running);
     task(&row)
 }
