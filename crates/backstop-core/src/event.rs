@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// What kind of thing happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
     /// The task entered the ledger.
@@ -57,9 +58,11 @@ impl EventType {
 
 /// One entry on a task's timeline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Event {
     #[serde(rename = "type")]
     pub kind: EventType,
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Timestamp,
     /// Attempt number (attempts and stale completions).
     #[serde(skip_serializing_if = "Option::is_none")]

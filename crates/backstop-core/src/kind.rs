@@ -10,6 +10,8 @@ pub enum Target {
     InProcess,
     /// POST the payload to `url`, signed with the Standard Webhooks `secret` when given.
     HttpPush { url: String, secret: Option<String> },
+    /// Workers lease the tasks over the HTTP API and report outcomes themselves.
+    Pull,
 }
 
 // Written by hand so that a signing secret never reaches a log line.
@@ -17,6 +19,7 @@ impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Target::InProcess => f.write_str("InProcess"),
+            Target::Pull => f.write_str("Pull"),
             Target::HttpPush { url, secret } => f
                 .debug_struct("HttpPush")
                 .field("url", url)

@@ -62,6 +62,7 @@ impl From<Outcome> for AttemptReport {
 
 /// How an attempt ended, as recorded on the timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptOutcome {
     Succeeded,

@@ -29,6 +29,7 @@ pub(crate) async fn run(
             };
             match store.complete(p).await {
                 Ok(r) => {
+                    crate::metrics::stale(r.stale.len());
                     for s in &r.stale {
                         tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                     }

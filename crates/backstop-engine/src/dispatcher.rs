@@ -4,6 +4,7 @@
 use crate::engine::Shared;
 use crate::executor::Executor;
 use crate::inflight::Running;
+use crate::metrics::KindMetrics;
 use backstop_core::KindConfig;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
@@ -18,6 +19,7 @@ pub(crate) struct KindRuntime {
     pub(crate) executor: Executor,
     /// Woken by local enqueues so an idle dispatcher need not wait for its next poll.
     pub(crate) wake: Notify,
+    pub(crate) metrics: Arc<KindMetrics>,
 }
 
 pub(crate) async fn run(
@@ -104,6 +106,11 @@ fn start(
         let cfg = &kind.config;
         let started_at = shared.clock.now();
         let (attempt, max_attempts) = (task.attempt, task.max_attempts);
+        kind.metrics.attempts.increment(1);
+        kind.metrics
+            .start_delay
+            .record(crate::metrics::since_due(&task, started_at));
+        let clock_start = Instant::now();
         let (decision, http_status) = if task.expires_at.is_some_and(|e| e <= started_at) {
             // Past its business validity: compensated, never run.
             (expired(), None)
@@ -133,6 +140,8 @@ fn start(
             ended_at: shared.clock.now(),
             worker: shared.owner.clone(),
         };
+        kind.metrics
+            .ended(completion.outcome, clock_start.elapsed());
         if done.send(completion).await.is_err() {
             tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
         }

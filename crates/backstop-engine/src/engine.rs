@@ -8,6 +8,7 @@ use crate::executor::{Executor, HttpTarget};
 use crate::handler::Handler;
 use crate::heartbeat;
 use crate::inflight::InFlight;
+use crate::metrics::KindMetrics;
 use crate::rescue;
 use backstop_core::store::{EnqueueParams, EnqueueResult, ReleaseParams};
 use backstop_core::validate::DEFAULT_MAX_PAYLOAD;
@@ -75,6 +76,9 @@ pub(crate) struct Shared {
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) kinds: HashMap<String, Arc<KindRuntime>>,
     pub(crate) configs: HashMap<String, KindConfig>,
+    /// Woken by local enqueues of pull kinds, so long-polling lease requests return promptly.
+    pub(crate) pull_wake: Notify,
+    pub(crate) metrics: HashMap<String, Arc<KindMetrics>>,
 }
 
 /// Collects kinds, handlers and options.
@@ -115,12 +119,20 @@ impl EngineBuilder {
     pub fn build(mut self) -> Result<Engine, EngineError> {
         let mut kinds = HashMap::new();
         let mut configs = HashMap::new();
+        let mut metrics = HashMap::new();
         let mut client = None;
         for k in self.kinds {
             if configs.contains_key(&k.name) {
                 return Err(EngineError::DuplicateKind(k.name));
             }
+            let m = Arc::new(KindMetrics::new(&k.name));
+            metrics.insert(k.name.clone(), m.clone());
             let executor = match &k.target {
+                // Pull kinds have no dispatcher: workers lease them through `Engine::lease`.
+                Target::Pull => {
+                    configs.insert(k.name.clone(), k);
+                    continue;
+                }
                 Target::InProcess => Executor::InProcess(
                     self.handlers
                         .remove(&k.name)
@@ -155,6 +167,7 @@ impl EngineBuilder {
                     config: k,
                     executor,
                     wake: Notify::new(),
+                    metrics: m,
                 }),
             );
         }
@@ -171,6 +184,8 @@ impl EngineBuilder {
                 inflight: Arc::new(InFlight::default()),
                 kinds,
                 configs,
+                pull_wake: Notify::new(),
+                metrics,
             }),
         })
     }
@@ -179,7 +194,7 @@ impl EngineBuilder {
 /// The engine. Cheap to clone: clones share one ledger and one set of kinds.
 #[derive(Clone)]
 pub struct Engine {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Engine {
@@ -204,6 +219,16 @@ impl Engine {
         &self.shared.configs
     }
 
+    /// The clock the engine reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.clock
+    }
+
+    /// The engine's options.
+    pub fn options(&self) -> &EngineOptions {
+        &self.shared.opts
+    }
+
     /// This process's lease owner name.
     pub fn worker(&self) -> &str {
         &self.shared.owner
@@ -222,9 +247,20 @@ impl Engine {
         rs: Vec<EnqueueRequest>,
     ) -> Result<Vec<Result<Enqueued, EnqueueError>>, EnqueueError> {
         let now = self.shared.clock.now();
+        let batch = rs.len() > 1;
         let tasks = rs
             .into_iter()
-            .map(|r| enqueue::prepare(&self.shared.configs, r, now, self.shared.opts.max_payload))
+            .enumerate()
+            .map(|(index, r)| {
+                enqueue::prepare(&self.shared.configs, r, now, self.shared.opts.max_payload)
+                    .map_err(|error| match batch {
+                        true => EnqueueError::Item {
+                            index,
+                            error: Box::new(error),
+                        },
+                        false => error,
+                    })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let keys: Vec<(String, String)> = tasks
             .iter()
@@ -237,8 +273,14 @@ impl Engine {
             .await?;
         let mut out = Vec::with_capacity(results.len());
         for (r, (kind, key)) in results.into_iter().zip(keys) {
-            if let Some(k) = self.shared.kinds.get(&kind) {
-                k.wake.notify_one();
+            match self.shared.kinds.get(&kind) {
+                Some(k) => k.wake.notify_one(),
+                None => self.shared.pull_wake.notify_waiters(),
+            }
+            if matches!(r, EnqueueResult::Created(_))
+                && let Some(m) = self.shared.metrics.get(&kind)
+            {
+                m.enqueued.increment(1);
             }
             out.push(match r {
                 EnqueueResult::Created(id) => Ok(Enqueued { id, created: true }),

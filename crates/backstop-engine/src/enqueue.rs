@@ -46,6 +46,12 @@ pub enum EnqueueError {
         key: String,
         existing: TaskId,
     },
+    /// One request of a batch was refused; nothing of the batch was written.
+    #[error("item {index}: {error}")]
+    Item {
+        index: usize,
+        error: Box<EnqueueError>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

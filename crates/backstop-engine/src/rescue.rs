@@ -36,6 +36,7 @@ pub(crate) async fn pass(store: &dyn Store, clock: &dyn Clock) {
         {
             Ok(rescued) => {
                 for r in &rescued {
+                    crate::metrics::rescued(&r.kind);
                     tracing::warn!(task = %r.id, kind = %r.kind, to = %r.status,
                         held_by = r.lease_owner.as_deref().unwrap_or("unknown"),
                         "rescued a task whose lease expired");

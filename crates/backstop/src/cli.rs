@@ -30,8 +30,8 @@ pub enum LogFormat {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Run the engine for the configured kinds until SIGINT/SIGTERM.
-    Serve,
+    /// Run the engine for the configured kinds and the HTTP API until SIGINT/SIGTERM.
+    Serve(ServeArgs),
     /// Put a task in the ledger; prints its id.
     Enqueue(EnqueueArgs),
     /// List and inspect tasks.
@@ -44,12 +44,32 @@ pub enum Command {
     Migrate,
     /// Measure enqueue, drain and end-to-end throughput on this machine.
     Bench(BenchArgs),
+    /// API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Where the HTTP API listens (overrides api.listen; default 127.0.0.1:7300).
+    #[arg(long, env = "BACKSTOP_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Make a new random API token: prints the secret once, and the [[api.tokens]] entry
+    /// (which holds only its SHA-256) for backstop.toml.
+    New {
+        /// Who the token is for; recorded on the timeline of the manual actions it takes.
+        name: String,
+    },
 }
 
 impl Command {
     /// Commands that run until stopped log more.
     pub fn is_long_running(&self) -> bool {
-        matches!(self, Command::Serve)
+        matches!(self, Command::Serve(_))
     }
 }
 

@@ -5,6 +5,8 @@ use backstop_core::duration::parse_duration;
 use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, RetryPolicy, Target};
 use backstop_engine::EngineOptions;
+use backstop_server::{ApiToken, Limits};
+use std::net::SocketAddr;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,40 @@ pub struct Config {
     pub database: Option<String>,
     pub kinds: Vec<KindConfig>,
     pub engine: EngineOptions,
+    pub api: ApiConfig,
+}
+
+/// The HTTP API: where it listens, who may call it, and its bounds.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    pub listen: SocketAddr,
+    pub tokens: Vec<ApiToken>,
+    pub limits: Limits,
+}
+
+/// Where the API listens unless configured otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7300";
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            listen: DEFAULT_LISTEN.parse().expect("a socket address"),
+            tokens: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl ApiConfig {
+    /// Refuses to expose an unauthenticated API beyond loopback.
+    pub fn check_exposure(&self, listen: SocketAddr) -> Result<(), String> {
+        if !listen.ip().is_loopback() && self.tokens.is_empty() {
+            return Err(format!(
+                "the API would listen on {listen}, beyond loopback, without a token: add [[api.tokens]] (see `backstop token new`)"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A configuration that cannot be used.
@@ -44,6 +80,29 @@ struct RawConfig {
     engine: RawEngine,
     #[serde(default)]
     kinds: BTreeMap<String, RawKind>,
+    #[serde(default)]
+    api: RawApi,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawApi {
+    listen: Option<String>,
+    #[serde(default)]
+    tokens: Vec<RawToken>,
+    max_body: Option<usize>,
+    max_batch: Option<usize>,
+    max_lease_tasks: Option<usize>,
+    max_lease: Option<String>,
+    max_wait: Option<String>,
+    max_list: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    name: String,
+    sha256: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -60,6 +119,7 @@ struct RawEngine {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawKind {
+    target: Option<String>,
     url: Option<String>,
     secret: Option<String>,
     max_attempts: Option<u32>,
@@ -130,24 +190,43 @@ impl Config {
         for (name, k) in raw.kinds {
             let at = |field: &str| format!("kinds.{name:?}.{field}");
             validate::kind(&name).map_err(|e| invalid(format!("kinds.{name:?}"), e.to_string()))?;
-            let url = k.url.ok_or_else(|| {
-                invalid(
-                    at("url"),
-                    "missing: every kind needs the URL its tasks are pushed to".into(),
-                )
-            })?;
-            check_url(&url).map_err(|m| invalid(at("url"), m))?;
-            if let Some(s) = &k.secret {
-                backstop_webhooks::StandardWebhooks::from_secret(s)
-                    .map_err(|e| invalid(at("secret"), e.to_string()))?;
-            }
-            let mut kc = KindConfig::new(
-                name.clone(),
-                Target::HttpPush {
-                    url,
-                    secret: k.secret,
-                },
-            );
+            let target = match k.target.as_deref().unwrap_or("push") {
+                "push" => {
+                    let url = k.url.ok_or_else(|| {
+                        invalid(
+                            at("url"),
+                            "missing: a push kind needs the URL its tasks are pushed to (or set target = \"pull\")".into(),
+                        )
+                    })?;
+                    check_url(&url).map_err(|m| invalid(at("url"), m))?;
+                    if let Some(s) = &k.secret {
+                        backstop_webhooks::StandardWebhooks::from_secret(s)
+                            .map_err(|e| invalid(at("secret"), e.to_string()))?;
+                    }
+                    Target::HttpPush {
+                        url,
+                        secret: k.secret,
+                    }
+                }
+                "pull" => {
+                    for (field, given) in [("url", k.url.is_some()), ("secret", k.secret.is_some())] {
+                        if given {
+                            return Err(invalid(
+                                at(field),
+                                "a pull kind has no push target: workers lease its tasks over the API".into(),
+                            ));
+                        }
+                    }
+                    Target::Pull
+                }
+                other => {
+                    return Err(invalid(
+                        at("target"),
+                        format!("{other:?} is not a target: use \"push\" (the default) or \"pull\""),
+                    ));
+                }
+            };
+            let mut kc = KindConfig::new(name.clone(), target);
             if let Some(n) = k.max_attempts {
                 validate::max_attempts(n)
                     .map_err(|e| invalid(at("max_attempts"), e.to_string()))?;
@@ -174,11 +253,13 @@ impl Config {
             }
             kinds.push(kc);
         }
+        let api = api(raw.api, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
             kinds,
             engine,
+            api,
         })
     }
 }
@@ -235,6 +316,77 @@ fn backoff(b: RawBackoff, at: &dyn Fn(&str) -> String) -> Result<RetryPolicy, (S
         ));
     }
     Ok(RetryPolicy::Exponential { base, cap, jitter })
+}
+
+fn api(
+    raw: RawApi,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+) -> Result<ApiConfig, ConfigError> {
+    let mut api = ApiConfig::default();
+    if let Some(l) = &raw.listen {
+        api.listen = l.parse().map_err(|_| {
+            invalid(
+                "api.listen".into(),
+                format!("{l:?} is not an address and port such as \"127.0.0.1:7300\""),
+            )
+        })?;
+    }
+    for (i, t) in raw.tokens.into_iter().enumerate() {
+        let key = format!("api.tokens[{i}]");
+        if t.name.trim().is_empty() {
+            return Err(invalid(format!("{key}.name"), "must not be empty".into()));
+        }
+        if api.tokens.iter().any(|o| o.name == t.name) {
+            return Err(invalid(
+                format!("{key}.name"),
+                format!("{:?} is used by two tokens", t.name),
+            ));
+        }
+        let sha256 = parse_sha256(&t.sha256).ok_or_else(|| {
+            invalid(
+                format!("{key}.sha256"),
+                "must be 64 hex digits: the SHA-256 of the token (`backstop token new NAME` prints both)".into(),
+            )
+        })?;
+        api.tokens.push(ApiToken {
+            name: t.name,
+            sha256,
+        });
+    }
+    let l = &mut api.limits;
+    let count = |key: &str, v: Option<usize>, into: &mut usize| -> Result<(), ConfigError> {
+        if let Some(n) = v {
+            *into = positive(n).map_err(|m| invalid(format!("api.{key}"), m))?;
+        }
+        Ok(())
+    };
+    count("max_body", raw.max_body, &mut l.max_body)?;
+    count("max_batch", raw.max_batch, &mut l.max_batch)?;
+    count("max_lease_tasks", raw.max_lease_tasks, &mut l.max_lease_tasks)?;
+    count("max_list", raw.max_list, &mut l.max_list)?;
+    for (key, v, into) in [
+        ("max_lease", &raw.max_lease, &mut l.max_lease),
+        ("max_wait", &raw.max_wait, &mut l.max_wait),
+    ] {
+        if let Some(v) = v {
+            *into = parse_duration(v).map_err(|e| invalid(format!("api.{key}"), e.to_string()))?;
+        }
+    }
+    api.check_exposure(api.listen)
+        .map_err(|m| invalid("api.listen".into(), m))?;
+    Ok(api)
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 fn positive(n: usize) -> Result<usize, String> {
@@ -307,6 +459,36 @@ mod tests {
     }
 
     #[test]
+    fn reads_pull_kinds_and_the_api_section() {
+        let hash = "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8";
+        let c = Config::parse(
+            &format!(
+                r#"
+            [api]
+            listen = "0.0.0.0:7400"
+            max_batch = 10
+            max_wait = "5s"
+            [[api.tokens]]
+            name = "ops"
+            sha256 = "{hash}"
+            [kinds."report.render"]
+            target = "pull"
+            max_attempts = 3
+            "#
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.kinds[0].target, Target::Pull);
+        assert_eq!(c.api.listen.to_string(), "0.0.0.0:7400");
+        assert_eq!(c.api.limits.max_batch, 10);
+        assert_eq!(c.api.limits.max_wait, Duration::from_secs(5));
+        assert_eq!(c.api.tokens[0].name, "ops");
+        // The hash of "password".
+        assert_eq!(c.api.tokens[0].sha256, backstop_server::sha256(b"password"));
+    }
+
+    #[test]
     fn errors_name_the_file_the_key_and_the_problem() {
         let cases = [
             (
@@ -333,6 +515,18 @@ timeout = "10x""#,
                 "unknown field `concurency`",
             ),
             ("[kinds.a]\n", "kinds.\"a\".url: missing"),
+            (
+                "[kinds.a]\ntarget = \"pull\"\nurl = \"http://x\"",
+                "kinds.\"a\".url: a pull kind",
+            ),
+            ("[kinds.a]\ntarget = \"poll\"", "kinds.\"a\".target"),
+            ("[api]\nlisten = \"7300\"", "api.listen"),
+            ("[api]\nlisten = \"0.0.0.0:7300\"", "beyond loopback"),
+            (
+                "[[api.tokens]]\nname = \"ops\"\nsha256 = \"abc\"",
+                "api.tokens[0].sha256",
+            ),
+            ("[api]\nmax_wait = \"forever\"", "api.max_wait"),
             (
                 "[kinds.\"bad kind\"]\nurl = \"http://x\"",
                 "may contain only",

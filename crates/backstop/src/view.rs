@@ -1,71 +1,11 @@
-//! How tasks and timelines look to people and programs: the JSON shape shared by the CLI
-//! (and the HTTP API), and the plain-text rendering.
+//! How tasks and timelines look to people and programs: the JSON shape is the HTTP API's
+//! (one definition, in `backstop-server`), and the plain-text rendering is here.
+
+pub use backstop_server::task_view::TaskView;
 
 use backstop_core::{Event, Task};
 use jiff::Timestamp;
-use serde::Serialize;
 use std::fmt::Write;
-
-/// A task as JSON: every field of the ledger row, the payload as JSON when it is JSON.
-#[derive(Serialize)]
-pub struct TaskView<'a> {
-    pub id: String,
-    pub kind: &'a str,
-    pub key: &'a str,
-    pub status: &'static str,
-    pub attempts: u32,
-    pub max_attempts: u32,
-    pub run_at: Timestamp,
-    pub expires_at: Option<Timestamp>,
-    pub last_error: Option<&'a str>,
-    pub reason: Option<&'a str>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub lease_owner: Option<&'a str>,
-    pub lease_until: Option<Timestamp>,
-    pub epoch: i64,
-    pub traceparent: Option<&'a str>,
-    /// The payload exactly as stored when it is JSON; otherwise a string of its bytes.
-    pub payload: Box<serde_json::value::RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub events: Option<&'a [Event]>,
-}
-
-impl<'a> TaskView<'a> {
-    /// The view of `t`, with its timeline when given.
-    pub fn new(t: &'a Task, events: Option<&'a [Event]>) -> Self {
-        TaskView {
-            id: t.id.to_string(),
-            kind: &t.kind,
-            key: &t.key,
-            status: t.status.as_str(),
-            attempts: t.attempts,
-            max_attempts: t.max_attempts,
-            run_at: t.run_at,
-            expires_at: t.expires_at,
-            last_error: t.last_error.as_deref(),
-            reason: t.reason.as_deref(),
-            created_at: t.created_at,
-            updated_at: t.updated_at,
-            lease_owner: t.lease_owner.as_deref(),
-            lease_until: t.lease_until,
-            epoch: t.epoch,
-            traceparent: t.traceparent.as_deref(),
-            payload: payload_json(&t.payload),
-            events,
-        }
-    }
-}
-
-fn payload_json(bytes: &[u8]) -> Box<serde_json::value::RawValue> {
-    let exact = std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|s| serde_json::value::RawValue::from_string(s.to_string()).ok());
-    exact.unwrap_or_else(|| {
-        let text = serde_json::to_string(&String::from_utf8_lossy(bytes)).expect("a string");
-        serde_json::value::RawValue::from_string(text).expect("a JSON string")
-    })
-}
 
 /// Seconds precision is enough for people; JSON keeps full precision.
 fn short(t: Timestamp) -> String {

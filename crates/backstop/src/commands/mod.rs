@@ -6,6 +6,7 @@ mod enqueue;
 mod migrate;
 mod serve;
 mod tasks;
+mod token;
 
 use crate::cli::{Cli, Command};
 use anyhow::{Context, Result, bail};
@@ -51,12 +52,13 @@ pub async fn run(cli: Cli) -> Result<()> {
         .unwrap_or_else(|| DEFAULT_DATABASE.to_string());
     let ctx = Ctx { config, database };
     match cli.command {
-        Command::Serve => serve::run(&ctx).await,
+        Command::Serve(a) => serve::run(&ctx, a).await,
         Command::Enqueue(a) => enqueue::run(&ctx, a).await,
         Command::Tasks(c) => tasks::run(&ctx, c).await,
         Command::Dead(c) => dead::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
         Command::Bench(a) => bench::run(&ctx, a).await,
+        Command::Token(c) => token::run(c),
     }
 }
 

@@ -1,0 +1,81 @@
+//! What the engine counts, through the `metrics` facade: the binary installs a Prometheus
+//! recorder before building the engine; without one every handle is a no-op. Per-kind handles
+//! are made once, so the hot path does no label lookups.
+
+use backstop_core::AttemptOutcome;
+use metrics::{Counter, Histogram, counter, histogram};
+use std::time::Duration;
+
+/// Metric names, shared with the server's documentation.
+pub mod names {
+    pub const ENQUEUED: &str = "backstop_tasks_enqueued_total";
+    pub const ATTEMPTS: &str = "backstop_attempts_total";
+    pub const OUTCOMES: &str = "backstop_attempt_outcomes_total";
+    pub const ATTEMPT_SECONDS: &str = "backstop_attempt_duration_seconds";
+    pub const START_DELAY_SECONDS: &str = "backstop_enqueue_to_start_seconds";
+    pub const RESCUES: &str = "backstop_lease_rescues_total";
+    pub const STALE: &str = "backstop_stale_completions_total";
+}
+
+/// Handles for one kind.
+pub(crate) struct KindMetrics {
+    pub(crate) enqueued: Counter,
+    pub(crate) attempts: Counter,
+    pub(crate) duration: Histogram,
+    pub(crate) start_delay: Histogram,
+    outcomes: [Counter; 7],
+}
+
+const OUTCOMES: [AttemptOutcome; 7] = [
+    AttemptOutcome::Succeeded,
+    AttemptOutcome::Retry,
+    AttemptOutcome::Failed,
+    AttemptOutcome::Skipped,
+    AttemptOutcome::Expired,
+    AttemptOutcome::LeaseExpired,
+    AttemptOutcome::Interrupted,
+];
+
+impl KindMetrics {
+    pub(crate) fn new(kind: &str) -> Self {
+        let k = kind.to_string();
+        KindMetrics {
+            enqueued: counter!(names::ENQUEUED, "kind" => k.clone()),
+            attempts: counter!(names::ATTEMPTS, "kind" => k.clone()),
+            duration: histogram!(names::ATTEMPT_SECONDS, "kind" => k.clone()),
+            start_delay: histogram!(names::START_DELAY_SECONDS, "kind" => k.clone()),
+            outcomes: OUTCOMES.map(|o| {
+                counter!(names::OUTCOMES, "kind" => k.clone(), "outcome" => o.as_str())
+            }),
+        }
+    }
+
+    /// Counts an attempt's outcome and how long it took.
+    pub(crate) fn ended(&self, outcome: AttemptOutcome, took: Duration) {
+        let i = OUTCOMES.iter().position(|o| *o == outcome).expect("listed");
+        self.outcomes[i].increment(1);
+        self.duration.record(took.as_secs_f64());
+    }
+}
+
+/// Counts one rescued lease.
+pub(crate) fn rescued(kind: &str) {
+    counter!(names::RESCUES, "kind" => kind.to_string()).increment(1);
+}
+
+/// Counts stale completions rejected by the fence.
+pub(crate) fn stale(n: usize) {
+    if n > 0 {
+        counter!(names::STALE).increment(n as u64);
+    }
+}
+
+/// Seconds from when a task became due (enqueued, or its `run_at` when later) to `started`.
+pub(crate) fn since_due(
+    task: &backstop_core::store::ClaimedTask,
+    started: jiff::Timestamp,
+) -> f64 {
+    let due = task.run_at.max(task.created_at);
+    let d = started.as_millisecond() - due.as_millisecond();
+    d.max(0) as f64 / 1000.0
+}

@@ -1,0 +1,300 @@
+//! Pull leases: workers in any language lease due tasks of `pull` kinds, heartbeat them and
+//! report outcomes. The same fences as the engine's own dispatchers apply: a completion counts
+//! only while its epoch is current.
+
+use crate::engine::Engine;
+use crate::lease_token::LeaseToken;
+use backstop_core::clock::add;
+use backstop_core::decide::{decide, expired};
+use backstop_core::store::{ClaimParams, ClaimedTask, CompleteParams, Completion, HeartbeatParams};
+use backstop_core::{Outcome, RetryPolicy, Status, StoreError, Target};
+use jiff::Timestamp;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Longest accepted worker name, in bytes.
+pub const MAX_WORKER_LEN: usize = 128;
+
+/// A worker asks for tasks.
+#[derive(Clone, Debug)]
+pub struct LeaseRequest {
+    /// Pull kinds to lease from, in order of preference.
+    pub kinds: Vec<String>,
+    /// Most tasks to return.
+    pub max: usize,
+    /// How long the lease lasts (and how far each heartbeat extends it).
+    pub lease: Duration,
+    /// The worker's name, recorded on each attempt.
+    pub worker: String,
+    /// How long to wait for work when none is due (long poll); zero answers at once.
+    pub wait: Duration,
+}
+
+/// One leased task.
+#[derive(Clone, Debug)]
+pub struct Leased {
+    /// The token for heartbeat and completion.
+    pub token: String,
+    pub task: ClaimedTask,
+    pub lease_until: Timestamp,
+}
+
+/// What a completion did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    /// The task's status now.
+    pub status: Status,
+    /// When it runs again, for a retry.
+    pub run_at: Option<Timestamp>,
+}
+
+/// Why a pull request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("unknown kind {0:?} (configured kinds: {1})")]
+    UnknownKind(String, String),
+    #[error("kind {0:?} is not a pull kind: its tasks are delivered by backstop itself")]
+    NotPull(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    BadToken(#[from] crate::lease_token::BadToken),
+    /// The lease expired or was taken over; the outcome was not recorded as the task's.
+    #[error("the lease was lost: it expired or another worker holds the task now")]
+    LeaseLost,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Engine {
+    /// Leases up to `r.max` due tasks of the given pull kinds, waiting up to `r.wait` for work
+    /// to become due. Returns early (possibly empty) when `stop` resolves.
+    pub async fn lease(
+        &self,
+        r: LeaseRequest,
+        stop: impl Future<Output = ()>,
+    ) -> Result<Vec<Leased>, PullError> {
+        self.check_lease_request(&r)?;
+        let shared = &self.shared;
+        let deadline = Instant::now() + r.wait;
+        let owner = format!("pull:{}", r.worker);
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            // Registered before the claim, so an enqueue between the claim and the wait
+            // still wakes this request.
+            let notified = shared.pull_wake.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let got = self.claim_pull(&r, &owner).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !got.is_empty() || left.is_zero() {
+                return Ok(got);
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(left.min(shared.opts.poll_interval)) => {}
+                _ = &mut stop => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    fn check_lease_request(&self, r: &LeaseRequest) -> Result<(), PullError> {
+        if r.kinds.is_empty() {
+            return Err(PullError::Invalid("kinds must name at least one kind".into()));
+        }
+        for k in &r.kinds {
+            match self.shared.configs.get(k) {
+                None => {
+                    let mut names: Vec<&str> =
+                        self.shared.configs.keys().map(String::as_str).collect();
+                    names.sort();
+                    return Err(PullError::UnknownKind(k.clone(), names.join(", ")));
+                }
+                Some(c) if c.target != Target::Pull => return Err(PullError::NotPull(k.clone())),
+                Some(_) => {}
+            }
+        }
+        if r.max == 0 {
+            return Err(PullError::Invalid("max must be at least 1".into()));
+        }
+        if r.lease < Duration::from_secs(1) {
+            return Err(PullError::Invalid("lease must be at least 1s".into()));
+        }
+        if r.worker.is_empty() || r.worker.len() > MAX_WORKER_LEN {
+            return Err(PullError::Invalid(format!(
+                "worker must be 1 to {MAX_WORKER_LEN} bytes"
+            )));
+        }
+        if r.worker.chars().any(char::is_control) {
+            return Err(PullError::Invalid(
+                "worker must not contain control characters".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn claim_pull(&self, r: &LeaseRequest, owner: &str) -> Result<Vec<Leased>, PullError> {
+        let shared = &self.shared;
+        let mut out = Vec::new();
+        let mut expired_now = Vec::new();
+        for kind in &r.kinds {
+            let want = r.max - out.len();
+            if want == 0 {
+                break;
+            }
+            let now = shared.clock.now();
+            let lease_until = add(now, r.lease);
+            let claimed = shared
+                .store
+                .claim(ClaimParams {
+                    kind: kind.clone(),
+                    limit: want,
+                    owner: owner.to_string(),
+                    now,
+                    lease_until,
+                })
+                .await?;
+            for task in claimed {
+                if task.expires_at.is_some_and(|e| e <= now) {
+                    // Past its business validity: compensated, never handed out.
+                    let d = expired();
+                    expired_now.push(Completion {
+                        lease: backstop_core::store::LeaseRef {
+                            id: task.id,
+                            epoch: task.epoch,
+                        },
+                        attempt: task.attempt,
+                        status: d.status,
+                        run_at: None,
+                        last_error: None,
+                        reason: d.reason,
+                        outcome: d.attempt_outcome,
+                        http_status: None,
+                        started_at: now,
+                        ended_at: now,
+                        worker: owner.to_string(),
+                    });
+                    continue;
+                }
+                if let Some(m) = shared.metrics.get(kind) {
+                    m.attempts.increment(1);
+                    m.start_delay.record(crate::metrics::since_due(&task, now));
+                }
+                let token = LeaseToken {
+                    lease: backstop_core::store::LeaseRef {
+                        id: task.id,
+                        epoch: task.epoch,
+                    },
+                    attempt: task.attempt,
+                    started_at: now,
+                    lease_for: r.lease,
+                    owner: owner.to_string(),
+                };
+                out.push(Leased {
+                    token: token.encode(),
+                    task,
+                    lease_until,
+                });
+            }
+        }
+        if !expired_now.is_empty() {
+            let now = shared.clock.now();
+            shared
+                .store
+                .complete(CompleteParams {
+                    completions: expired_now,
+                    now,
+                })
+                .await?;
+        }
+        Ok(out)
+    }
+
+    /// Extends the lease a token names by the lease length it was taken with; returns the
+    /// new end of the lease.
+    pub async fn heartbeat_lease(&self, token: &str) -> Result<Timestamp, PullError> {
+        let t = LeaseToken::decode(token)?;
+        let now = self.shared.clock.now();
+        let lease_until = add(now, t.lease_for);
+        let lost = self
+            .shared
+            .store
+            .heartbeat(HeartbeatParams {
+                owner: t.owner,
+                leases: vec![t.lease],
+                lease_until,
+                now,
+            })
+            .await?;
+        if lost.is_empty() {
+            Ok(lease_until)
+        } else {
+            Err(PullError::LeaseLost)
+        }
+    }
+
+    /// Records the outcome of the attempt a token names. The kind's retry policy decides what
+    /// the task becomes, exactly as for pushed tasks. A stale token is rejected, and the
+    /// rejection is recorded on the task's timeline.
+    pub async fn complete_lease(
+        &self,
+        token: &str,
+        outcome: Outcome,
+    ) -> Result<Completed, PullError> {
+        let t = LeaseToken::decode(token)?;
+        let shared = &self.shared;
+        let task = shared
+            .store
+            .get(t.lease.id)
+            .await?
+            .ok_or(PullError::LeaseLost)?;
+        let default_policy = RetryPolicy::default();
+        let policy = shared
+            .configs
+            .get(&task.kind)
+            .map_or(&default_policy, |k| &k.retry);
+        let now = shared.clock.now();
+        let d = decide(
+            t.attempt,
+            task.max_attempts,
+            &outcome,
+            policy,
+            now,
+            rand::random::<f64>(),
+        );
+        let result = shared
+            .store
+            .complete(CompleteParams {
+                completions: vec![Completion {
+                    lease: t.lease,
+                    attempt: t.attempt,
+                    status: d.status,
+                    run_at: d.run_at,
+                    last_error: d.last_error,
+                    reason: d.reason,
+                    outcome: d.attempt_outcome,
+                    http_status: None,
+                    started_at: t.started_at,
+                    ended_at: now,
+                    worker: t.owner,
+                }],
+                now,
+            })
+            .await?;
+        if !result.stale.is_empty() {
+            crate::metrics::stale(result.stale.len());
+            return Err(PullError::LeaseLost);
+        }
+        if let Some(m) = shared.metrics.get(&task.kind) {
+            let took = (now.as_millisecond() - t.started_at.as_millisecond()).max(0) as u64;
+            m.ended(d.attempt_outcome, Duration::from_millis(took));
+        }
+        if d.status == Status::Pending {
+            shared.pull_wake.notify_waiters();
+        }
+        Ok(Completed {
+            status: d.status,
+            run_at: d.run_at,
+        })
+    }
+}

@@ -1,0 +1,87 @@
+//! Request extractors whose rejections are problem documents: a body that is too large,
+//! malformed or of the wrong shape gets a 4xx that says which, never axum's plain text.
+
+use crate::problem::Problem;
+use crate::state::AppState;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+/// A JSON body, read up to the configured size limit.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Problem> {
+        let bytes = read_body(req, state).await?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// A JSON body that may be empty (then `T::default()`).
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Problem> {
+        let bytes = read_body(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        parse_json(&bytes).map(OptionalJson)
+    }
+}
+
+async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, Problem> {
+    let limit = state.limits().max_body;
+    axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| {
+            Problem::too_large(format!(
+                "the request body is over the limit of {limit} bytes (api.max_body)"
+            ))
+        })
+}
+
+/// Malformed JSON is a 400; well-formed JSON of the wrong shape is a 422.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Data => Problem::invalid(format!("the JSON body does not fit: {e}")),
+            Category::Syntax | Category::Eof | Category::Io => {
+                Problem::bad_request(format!("the body is not valid JSON: {e}"))
+            }
+        }
+    })
+}
+
+/// Query-string parameters.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
+        let q = parts.uri.query().unwrap_or("");
+        serde_urlencoded::from_str(q)
+            .map(ApiQuery)
+            .map_err(|e| Problem::invalid(format!("bad query parameters: {e}")))
+    }
+}
+
+/// Path parameters.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, s: &S) -> Result<Self, Problem> {
+        Path::<T>::from_request_parts(parts, s)
+            .await
+            .map(|Path(t)| ApiPath(t))
+            .map_err(|e| Problem::bad_request(format!("bad path: {}", e.body_text())))
+    }
+}

@@ -1,0 +1,128 @@
+//! The HTTP API of backstop: enqueue from any language, pull leases for workers, manage dead
+//! letters, and watch it all through `/metrics`. Errors are RFC 9457 problem documents; the
+//! OpenAPI 3.1 document at `/openapi.json` is generated from the handlers themselves.
+
+pub mod auth;
+mod extract;
+mod problem;
+mod routes;
+mod state;
+pub mod task_view;
+
+pub use auth::{ApiToken, sha256};
+pub use problem::Problem;
+pub use routes::metrics::install_recorder;
+pub use state::{AppState, Limits};
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use std::future::Future;
+use tokio::net::TcpListener;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "backstop",
+        description = "An accountable ledger for asynchronous work: enqueue, pull leases, dead letters.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "tasks", description = "Enqueue, read and manage tasks"),
+        (name = "leases", description = "Pull work for workers in any language"),
+        (name = "kinds", description = "Configured kinds"),
+        (name = "health", description = "Liveness, readiness and metrics"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The API's routes with their OpenAPI document.
+fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(routes::tasks::router())
+        .merge(routes::leases::router())
+        .merge(routes::kinds::router())
+        .merge(routes::metrics::router())
+        .split_for_parts()
+}
+
+/// The OpenAPI 3.1 document of the API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = api();
+    let (_, health) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
+        .merge(routes::health::router())
+        .split_for_parts();
+    doc.merge(health);
+    // Health checks are open to probes.
+    for path in ["/healthz", "/readyz"] {
+        if let Some(item) = doc.paths.paths.get_mut(path)
+            && let Some(op) = item.get.as_mut()
+        {
+            op.security = Some(vec![utoipa::openapi::security::SecurityRequirement::default()]);
+        }
+    }
+    doc
+}
+
+/// The whole application: the authenticated API, the open health checks and the document.
+pub fn app(state: AppState) -> Router {
+    let (api, _) = api();
+    let (health, _) = OpenApiRouter::<AppState>::new()
+        .merge(routes::health::router())
+        .split_for_parts();
+    let doc = openapi();
+    let doc_json = serde_json::to_string(&doc).expect("the document serializes");
+    let authed = api.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        auth::require,
+    ));
+    Router::new()
+        .merge(authed)
+        .merge(health)
+        .route(
+            "/openapi.json",
+            get(move || {
+                let body = doc_json.clone();
+                async move { ([(axum::http::header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+        .fallback(|| async {
+            Problem::not_found("no such endpoint; see /openapi.json for the API")
+        })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "this endpoint does not take that method; see /openapi.json",
+            )
+        })
+        .with_state(state)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,152 @@
+//! RFC 9457 problem details: every error the API returns, with a `detail` that says what to
+//! fix.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use backstop_core::StoreError;
+use backstop_core::validate::InvalidInput;
+use backstop_engine::{EnqueueError, PullError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// An error response (`application/problem+json`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem (`urn:backstop:problem:<name>`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the kind of problem.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request, and how to fix it.
+    pub detail: String,
+    /// For conflicts: the id of the task that already holds the `(kind, key)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing_id: Option<String>,
+    /// For batches: the index of the item the problem is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+}
+
+impl Problem {
+    /// A problem of `status`, named `name`, explained by `detail`.
+    pub fn new(status: StatusCode, name: &str, detail: impl Into<String>) -> Self {
+        Problem {
+            kind: format!("urn:backstop:problem:{name}"),
+            title: status.canonical_reason().unwrap_or("Error").to_string(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            existing_id: None,
+            index: None,
+        }
+    }
+
+    /// 400: the request could not be read.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::BAD_REQUEST, "bad-request", detail)
+    }
+
+    /// 422: the request was read but a field is wrong.
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", detail)
+    }
+
+    /// 404.
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::NOT_FOUND, "not-found", detail)
+    }
+
+    /// 413.
+    pub fn too_large(detail: impl Into<String>) -> Self {
+        Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail)
+    }
+
+    /// 500: logged in full, described briefly.
+    pub fn internal(error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %error, "request failed");
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the ledger could not complete the request: {error}"),
+        )
+    }
+
+    /// The same problem, about batch item `index`.
+    pub fn at(mut self, index: usize) -> Self {
+        self.detail = format!("tasks[{index}]: {}", self.detail);
+        self.index = Some(index);
+        self
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self).expect("a problem serializes");
+        let mut r = (status, body).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        r
+    }
+}
+
+impl From<StoreError> for Problem {
+    fn from(e: StoreError) -> Self {
+        match &e {
+            StoreError::NotFound(_) => Problem::not_found(e.to_string()),
+            StoreError::WrongStatus { .. } => {
+                Problem::new(StatusCode::CONFLICT, "wrong-status", e.to_string())
+            }
+            StoreError::Conflict { existing, .. } => {
+                let mut p = Problem::new(StatusCode::CONFLICT, "conflict", e.to_string());
+                p.existing_id = Some(existing.to_string());
+                p
+            }
+            _ => Problem::internal(&e),
+        }
+    }
+}
+
+impl From<EnqueueError> for Problem {
+    fn from(e: EnqueueError) -> Self {
+        match e {
+            EnqueueError::UnknownKind(..) => {
+                Problem::new(StatusCode::NOT_FOUND, "unknown-kind", e.to_string())
+            }
+            EnqueueError::Invalid(InvalidInput::PayloadTooLarge { .. }) => {
+                Problem::too_large(e.to_string())
+            }
+            EnqueueError::Invalid(_) | EnqueueError::ExpiresBeforeRun { .. } => {
+                Problem::invalid(e.to_string())
+            }
+            EnqueueError::Conflict { existing, .. } => {
+                let mut p = Problem::new(StatusCode::CONFLICT, "conflict", e.to_string());
+                p.existing_id = Some(existing.to_string());
+                p
+            }
+            EnqueueError::Item { index, error } => Problem::from(*error).at(index),
+            EnqueueError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<PullError> for Problem {
+    fn from(e: PullError) -> Self {
+        match e {
+            PullError::UnknownKind(..) => {
+                Problem::new(StatusCode::NOT_FOUND, "unknown-kind", e.to_string())
+            }
+            PullError::NotPull(_) | PullError::Invalid(_) => Problem::invalid(e.to_string()),
+            PullError::BadToken(_) => Problem::not_found(format!("no such lease: {e}")),
+            PullError::LeaseLost => Problem::new(StatusCode::CONFLICT, "lease-lost", e.to_string()),
+            PullError::Store(s) => s.into(),
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! `/v1/leases`: workers in any language lease tasks of `pull` kinds, heartbeat them and report
+//! outcomes. Completions are fenced by the lease's epoch.
+
+use crate::extract::{ApiJson, ApiPath, OptionalJson};
+use crate::problem::Problem;
+use crate::state::AppState;
+use crate::task_view::payload_json;
+use axum::Json;
+use axum::extract::State;
+use backstop_core::Outcome;
+use backstop_core::duration::parse_duration;
+use backstop_engine::LeaseRequest;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::time::Duration;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The routes of this resource.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(lease))
+        .routes(routes!(heartbeat))
+        .routes(routes!(complete))
+}
+
+/// A request for work.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseBody {
+    /// Pull kinds to lease from, in order of preference.
+    #[schema(example = json!(["report.render"]))]
+    kinds: Vec<String>,
+    /// Most tasks to return (default 1).
+    #[schema(minimum = 1)]
+    max: Option<usize>,
+    /// Lease length; each heartbeat extends it by as much (default `30s`).
+    #[schema(example = "30s")]
+    lease: Option<String>,
+    /// The worker's name, recorded on each attempt.
+    #[schema(example = "worker-1")]
+    worker: String,
+    /// How long to wait when nothing is due (default `0s`: answer at once).
+    #[schema(example = "20s")]
+    wait: Option<String>,
+}
+
+/// Leased tasks.
+#[derive(Serialize, ToSchema)]
+pub struct LeaseResponse {
+    tasks: Vec<LeasedTask>,
+}
+
+/// One leased task.
+#[derive(Serialize, ToSchema)]
+pub struct LeasedTask {
+    /// Pass to heartbeat and complete.
+    token: String,
+    id: String,
+    kind: String,
+    key: String,
+    #[schema(value_type = serde_json::Value)]
+    payload: Box<RawValue>,
+    /// This attempt's number (1-based).
+    attempt: u32,
+    max_attempts: u32,
+    #[schema(value_type = String, format = DateTime)]
+    lease_until: Timestamp,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    expires_at: Option<Timestamp>,
+    traceparent: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    created_at: Timestamp,
+}
+
+fn duration(field: &str, v: Option<&str>, default: Duration, max: Duration) -> Result<Duration, Problem> {
+    let d = v
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| Problem::invalid(format!("{field}: {e}")))?
+        .unwrap_or(default);
+    if d > max {
+        return Err(Problem::invalid(format!(
+            "{field} may be at most {}, got {}",
+            backstop_core::duration::format_duration(max),
+            backstop_core::duration::format_duration(d)
+        )));
+    }
+    Ok(d)
+}
+
+/// Lease due tasks of pull kinds, waiting up to `wait` for work (long poll).
+#[utoipa::path(post, path = "/v1/leases", tag = "leases",
+    request_body = LeaseBody,
+    responses(
+        (status = 200, description = "Leased tasks (empty when none became due within `wait`)", body = LeaseResponse),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields, a kind that is not `pull`, or a bound exceeded", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn lease(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<LeaseBody>,
+) -> Result<Json<LeaseResponse>, Problem> {
+    let limits = state.limits();
+    let max = body.max.unwrap_or(1);
+    if max == 0 || max > limits.max_lease_tasks {
+        return Err(Problem::invalid(format!(
+            "max must be between 1 and {}, got {max} (api.max_lease_tasks)",
+            limits.max_lease_tasks
+        )));
+    }
+    let lease_for = duration("lease", body.lease.as_deref(), Duration::from_secs(30), limits.max_lease)?;
+    let wait = duration("wait", body.wait.as_deref(), Duration::ZERO, limits.max_wait)?;
+    let r = LeaseRequest {
+        kinds: body.kinds,
+        max,
+        lease: lease_for,
+        worker: body.worker,
+        wait,
+    };
+    let leased = state.engine().lease(r, state.stopping()).await?;
+    let tasks = leased
+        .into_iter()
+        .map(|l| LeasedTask {
+            token: l.token,
+            id: l.task.id.to_string(),
+            payload: payload_json(&l.task.payload),
+            kind: l.task.kind,
+            key: l.task.key,
+            attempt: l.task.attempt,
+            max_attempts: l.task.max_attempts,
+            lease_until: l.lease_until,
+            expires_at: l.task.expires_at,
+            traceparent: l.task.traceparent,
+            created_at: l.task.created_at,
+        })
+        .collect();
+    Ok(Json(LeaseResponse { tasks }))
+}
+
+/// The lease after a heartbeat.
+#[derive(Serialize, ToSchema)]
+pub struct HeartbeatResponse {
+    #[schema(value_type = String, format = DateTime)]
+    lease_until: Timestamp,
+}
+
+/// Extend a lease by the length it was taken with.
+#[utoipa::path(post, path = "/v1/leases/{token}/heartbeat", tag = "leases",
+    params(("token" = String, Path, description = "The lease token")),
+    responses(
+        (status = 200, description = "Extended", body = HeartbeatResponse),
+        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lease was lost: stop working on the task", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn heartbeat(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+) -> Result<Json<HeartbeatResponse>, Problem> {
+    let lease_until = state.engine().heartbeat_lease(&token).await?;
+    Ok(Json(HeartbeatResponse { lease_until }))
+}
+
+/// How an attempt ended.
+#[derive(Deserialize, ToSchema, Clone, Copy, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeName {
+    #[default]
+    Succeeded,
+    Retry,
+    Failed,
+    Skip,
+}
+
+/// The outcome of a leased attempt.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteBody {
+    /// `succeeded`, `retry` (transient: retried with backoff while attempts remain), `failed`
+    /// (permanent: dead letter now) or `skip` (compensated with `reason`). Default `succeeded`.
+    outcome: Option<OutcomeName>,
+    /// What went wrong, for `retry` and `failed`.
+    error: Option<String>,
+    /// Why, for `skip`.
+    reason: Option<String>,
+    /// For `retry`: wait this long (`30s`), within the kind's backoff cap.
+    retry_after: Option<String>,
+}
+
+/// What the task became.
+#[derive(Serialize, ToSchema)]
+pub struct CompleteResponse {
+    /// pending (retry), succeeded, failed or compensated.
+    #[schema(value_type = String, example = "succeeded")]
+    status: &'static str,
+    /// When a retried task runs again.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    run_at: Option<Timestamp>,
+}
+
+const MAX_TEXT: usize = 4096;
+
+/// Report the outcome of a leased attempt.
+#[utoipa::path(post, path = "/v1/leases/{token}/complete", tag = "leases",
+    params(("token" = String, Path, description = "The lease token")),
+    request_body(content = Option<CompleteBody>, description = "The outcome; an empty body means succeeded"),
+    responses(
+        (status = 200, description = "Recorded", body = CompleteResponse),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Stale token: the lease was lost and the outcome was not recorded as the task's", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn complete(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+    OptionalJson(body): OptionalJson<CompleteBody>,
+) -> Result<Json<CompleteResponse>, Problem> {
+    for (name, v) in [("error", &body.error), ("reason", &body.reason)] {
+        if let Some(v) = v
+            && v.len() > MAX_TEXT
+        {
+            return Err(Problem::invalid(format!(
+                "{name} is {} bytes; the limit is {MAX_TEXT}",
+                v.len()
+            )));
+        }
+    }
+    let after = body
+        .retry_after
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| Problem::invalid(format!("retry_after: {e}")))?;
+    let outcome = match body.outcome.unwrap_or_default() {
+        OutcomeName::Succeeded => Outcome::Success,
+        OutcomeName::Retry => Outcome::Retry {
+            error: body.error.unwrap_or_else(|| "retry requested by the worker".into()),
+            after,
+        },
+        OutcomeName::Failed => Outcome::Fail {
+            error: body.error.unwrap_or_else(|| "failed by the worker".into()),
+        },
+        OutcomeName::Skip => Outcome::Skip {
+            reason: body.reason.unwrap_or_else(|| "skipped by the worker".into()),
+        },
+    };
+    let done = state.engine().complete_lease(&token, outcome).await?;
+    Ok(Json(CompleteResponse {
+        status: done.status.as_str(),
+        run_at: done.run_at,
+    }))
+}

@@ -1,0 +1,7 @@
+//! One module per resource, each exposing `router()`.
+
+pub mod health;
+pub mod kinds;
+pub mod leases;
+pub mod metrics;
+pub mod tasks;
