@@ -97,13 +97,22 @@ mod tests {
             owner: "pull:worker-1".into(),
         };
         let text = t.encode();
-        assert!(text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(
+            text.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
         assert_eq!(LeaseToken::decode(&text).unwrap(), t);
     }
 
     #[test]
     fn garbage_is_rejected() {
-        for s in ["", "abc", "!!!!", &"A".repeat(2000), &URL_SAFE_NO_PAD.encode([9u8; 60])] {
+        for s in [
+            "",
+            "abc",
+            "!!!!",
+            &"A".repeat(2000),
+            &URL_SAFE_NO_PAD.encode([9u8; 60]),
+        ] {
             assert!(LeaseToken::decode(s).is_err(), "{s}");
         }
     }

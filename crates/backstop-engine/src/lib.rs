@@ -10,14 +10,14 @@ mod executor;
 mod handler;
 mod heartbeat;
 mod inflight;
-pub mod metrics;
 pub mod lease_token;
+pub mod metrics;
 pub mod pull;
 mod rescue;
 mod worker_id;
 
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};
 pub use enqueue::{EnqueueError, EnqueueRequest, Enqueued};
-pub use pull::{Completed, LeaseRequest, Leased, PullError};
 pub use handler::{Handler, TaskContext, handler};
+pub use pull::{Completed, LeaseRequest, Leased, PullError};
 pub use worker_id::worker_id;

@@ -44,9 +44,8 @@ impl KindMetrics {
             attempts: counter!(names::ATTEMPTS, "kind" => k.clone()),
             duration: histogram!(names::ATTEMPT_SECONDS, "kind" => k.clone()),
             start_delay: histogram!(names::START_DELAY_SECONDS, "kind" => k.clone()),
-            outcomes: OUTCOMES.map(|o| {
-                counter!(names::OUTCOMES, "kind" => k.clone(), "outcome" => o.as_str())
-            }),
+            outcomes: OUTCOMES
+                .map(|o| counter!(names::OUTCOMES, "kind" => k.clone(), "outcome" => o.as_str())),
         }
     }
 
@@ -71,10 +70,7 @@ pub(crate) fn stale(n: usize) {
 }
 
 /// Seconds from when a task became due (enqueued, or its `run_at` when later) to `started`.
-pub(crate) fn since_due(
-    task: &backstop_core::store::ClaimedTask,
-    started: jiff::Timestamp,
-) -> f64 {
+pub(crate) fn since_due(task: &backstop_core::store::ClaimedTask, started: jiff::Timestamp) -> f64 {
     let due = task.run_at.max(task.created_at);
     let d = started.as_millisecond() - due.as_millisecond();
     d.max(0) as f64 / 1000.0

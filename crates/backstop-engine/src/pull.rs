@@ -12,6 +12,11 @@ use jiff::Timestamp;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+/// The ledger keeps times to the millisecond; what a worker is told matches what is stored.
+fn to_ms(t: Timestamp) -> Timestamp {
+    Timestamp::from_millisecond(t.as_millisecond()).unwrap_or(t)
+}
+
 /// Longest accepted worker name, in bytes.
 pub const MAX_WORKER_LEN: usize = 128;
 
@@ -100,7 +105,9 @@ impl Engine {
 
     fn check_lease_request(&self, r: &LeaseRequest) -> Result<(), PullError> {
         if r.kinds.is_empty() {
-            return Err(PullError::Invalid("kinds must name at least one kind".into()));
+            return Err(PullError::Invalid(
+                "kinds must name at least one kind".into(),
+            ));
         }
         for k in &r.kinds {
             match self.shared.configs.get(k) {
@@ -142,7 +149,7 @@ impl Engine {
             if want == 0 {
                 break;
             }
-            let now = shared.clock.now();
+            let now = to_ms(shared.clock.now());
             let lease_until = add(now, r.lease);
             let claimed = shared
                 .store
@@ -214,7 +221,7 @@ impl Engine {
     /// new end of the lease.
     pub async fn heartbeat_lease(&self, token: &str) -> Result<Timestamp, PullError> {
         let t = LeaseToken::decode(token)?;
-        let now = self.shared.clock.now();
+        let now = to_ms(self.shared.clock.now());
         let lease_until = add(now, t.lease_for);
         let lost = self
             .shared
@@ -253,7 +260,7 @@ impl Engine {
             .configs
             .get(&task.kind)
             .map_or(&default_policy, |k| &k.retry);
-        let now = shared.clock.now();
+        let now = to_ms(shared.clock.now());
         let d = decide(
             t.attempt,
             task.max_attempts,

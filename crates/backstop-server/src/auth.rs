@@ -73,7 +73,10 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            });
         let Some(presented) = presented else {
             return Problem::new(
                 StatusCode::UNAUTHORIZED,

@@ -45,17 +45,28 @@ async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, 
         })
 }
 
-/// Malformed JSON is a 400; well-formed JSON of the wrong shape is a 422.
+/// Malformed JSON is a 400; well-formed JSON of the wrong shape is a 422 naming the field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        use serde_json::error::Category;
-        match e.classify() {
-            Category::Data => Problem::invalid(format!("the JSON body does not fit: {e}")),
-            Category::Syntax | Category::Eof | Category::Io => {
-                Problem::bad_request(format!("the body is not valid JSON: {e}"))
-            }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| json_problem(&e.path().to_string(), e.inner()))?;
+    de.end().map_err(|e| json_problem(".", &e))?;
+    Ok(v)
+}
+
+fn json_problem(path: &str, e: &serde_json::Error) -> Problem {
+    use serde_json::error::Category;
+    let at = if path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    };
+    match e.classify() {
+        Category::Data => Problem::invalid(format!("the JSON body does not fit: {at}{e}")),
+        Category::Syntax | Category::Eof | Category::Io => {
+            Problem::bad_request(format!("the body is not valid JSON: {e}"))
         }
-    })
+    }
 }
 
 /// Query-string parameters.

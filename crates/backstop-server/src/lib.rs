@@ -75,7 +75,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         if let Some(item) = doc.paths.paths.get_mut(path)
             && let Some(op) = item.get.as_mut()
         {
-            op.security = Some(vec![utoipa::openapi::security::SecurityRequirement::default()]);
+            op.security = Some(vec![
+                utoipa::openapi::security::SecurityRequirement::default(),
+            ]);
         }
     }
     doc
@@ -100,7 +102,12 @@ pub fn app(state: AppState) -> Router {
             "/openapi.json",
             get(move || {
                 let body = doc_json.clone();
-                async move { ([(axum::http::header::CONTENT_TYPE, "application/json")], body) }
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        body,
+                    )
+                }
             }),
         )
         .fallback(|| async {

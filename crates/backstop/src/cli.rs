@@ -144,8 +144,29 @@ pub enum DeadCommand {
     },
 }
 
+/// `backstop bench [ledger|http]`: without a subcommand, the ledger bench (its flags may be
+/// given directly, as in `backstop bench --tasks 20000`).
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+    #[command(flatten)]
+    pub ledger: LedgerBenchArgs,
+}
+
+/// What to measure.
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The ledger itself, with a no-op in-process handler (the default).
+    Ledger(LedgerBenchArgs),
+    /// The HTTP API and push delivery on loopback, each next to its raw HTTP ceiling.
+    Http(HttpBenchArgs),
+}
+
+/// Flags of `backstop bench ledger`.
+#[derive(Args)]
+pub struct LedgerBenchArgs {
     /// Tasks to enqueue and drain.
     #[arg(long, default_value_t = 200_000)]
     pub tasks: usize,
@@ -155,6 +176,23 @@ pub struct BenchArgs {
     /// Attempts that may run at once.
     #[arg(long, default_value_t = 4096)]
     pub concurrency: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `backstop bench http`.
+#[derive(Args)]
+pub struct HttpBenchArgs {
+    /// Tasks per measurement (single enqueue, batched enqueue, push delivery).
+    #[arg(long, default_value_t = 20_000)]
+    pub tasks: usize,
+    /// Concurrent keep-alive connections of the client, and the push kind's concurrency.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Tasks per POST /v1/tasks/batch.
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,

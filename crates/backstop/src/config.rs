@@ -6,9 +6,9 @@ use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, RetryPolicy, Target};
 use backstop_engine::EngineOptions;
 use backstop_server::{ApiToken, Limits};
-use std::net::SocketAddr;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -209,7 +209,8 @@ impl Config {
                     }
                 }
                 "pull" => {
-                    for (field, given) in [("url", k.url.is_some()), ("secret", k.secret.is_some())] {
+                    for (field, given) in [("url", k.url.is_some()), ("secret", k.secret.is_some())]
+                    {
                         if given {
                             return Err(invalid(
                                 at(field),
@@ -222,7 +223,9 @@ impl Config {
                 other => {
                     return Err(invalid(
                         at("target"),
-                        format!("{other:?} is not a target: use \"push\" (the default) or \"pull\""),
+                        format!(
+                            "{other:?} is not a target: use \"push\" (the default) or \"pull\""
+                        ),
                     ));
                 }
             };
@@ -362,7 +365,11 @@ fn api(
     };
     count("max_body", raw.max_body, &mut l.max_body)?;
     count("max_batch", raw.max_batch, &mut l.max_batch)?;
-    count("max_lease_tasks", raw.max_lease_tasks, &mut l.max_lease_tasks)?;
+    count(
+        "max_lease_tasks",
+        raw.max_lease_tasks,
+        &mut l.max_lease_tasks,
+    )?;
     count("max_list", raw.max_list, &mut l.max_list)?;
     for (key, v, into) in [
         ("max_lease", &raw.max_lease, &mut l.max_lease),

@@ -75,7 +75,12 @@ pub struct LeasedTask {
     created_at: Timestamp,
 }
 
-fn duration(field: &str, v: Option<&str>, default: Duration, max: Duration) -> Result<Duration, Problem> {
+fn duration(
+    field: &str,
+    v: Option<&str>,
+    default: Duration,
+    max: Duration,
+) -> Result<Duration, Problem> {
     let d = v
         .map(parse_duration)
         .transpose()
@@ -114,8 +119,18 @@ async fn lease(
             limits.max_lease_tasks
         )));
     }
-    let lease_for = duration("lease", body.lease.as_deref(), Duration::from_secs(30), limits.max_lease)?;
-    let wait = duration("wait", body.wait.as_deref(), Duration::ZERO, limits.max_wait)?;
+    let lease_for = duration(
+        "lease",
+        body.lease.as_deref(),
+        Duration::from_secs(30),
+        limits.max_lease,
+    )?;
+    let wait = duration(
+        "wait",
+        body.wait.as_deref(),
+        Duration::ZERO,
+        limits.max_wait,
+    )?;
     let r = LeaseRequest {
         kinds: body.kinds,
         max,
@@ -243,14 +258,18 @@ async fn complete(
     let outcome = match body.outcome.unwrap_or_default() {
         OutcomeName::Succeeded => Outcome::Success,
         OutcomeName::Retry => Outcome::Retry {
-            error: body.error.unwrap_or_else(|| "retry requested by the worker".into()),
+            error: body
+                .error
+                .unwrap_or_else(|| "retry requested by the worker".into()),
             after,
         },
         OutcomeName::Failed => Outcome::Fail {
             error: body.error.unwrap_or_else(|| "failed by the worker".into()),
         },
         OutcomeName::Skip => Outcome::Skip {
-            reason: body.reason.unwrap_or_else(|| "skipped by the worker".into()),
+            reason: body
+                .reason
+                .unwrap_or_else(|| "skipped by the worker".into()),
         },
     };
     let done = state.engine().complete_lease(&token, outcome).await?;

@@ -21,8 +21,7 @@ const TASKS: &str = "backstop_tasks";
 
 /// Bucket bounds, in seconds, for attempt durations and enqueue-to-start delays.
 const BUCKETS: [f64; 16] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    300.0,
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
 /// Installs the process-wide Prometheus recorder (once; later calls return the same handle).
@@ -48,10 +47,17 @@ pub fn install_recorder() -> PrometheusHandle {
 
 fn describe() {
     use backstop_engine::metrics::names::*;
-    metrics::describe_counter!(ENQUEUED, "Tasks created by enqueue (not counting idempotent repeats).");
+    metrics::describe_counter!(
+        ENQUEUED,
+        "Tasks created by enqueue (not counting idempotent repeats)."
+    );
     metrics::describe_counter!(ATTEMPTS, "Attempts started.");
     metrics::describe_counter!(OUTCOMES, "Attempts ended, by outcome.");
-    metrics::describe_histogram!(ATTEMPT_SECONDS, metrics::Unit::Seconds, "How long attempts took.");
+    metrics::describe_histogram!(
+        ATTEMPT_SECONDS,
+        metrics::Unit::Seconds,
+        "How long attempts took."
+    );
     metrics::describe_histogram!(
         START_DELAY_SECONDS,
         metrics::Unit::Seconds,
@@ -59,7 +65,10 @@ fn describe() {
     );
     metrics::describe_counter!(RESCUES, "Tasks whose lease expired and were rescued.");
     metrics::describe_counter!(STALE, "Completions rejected because their lease was lost.");
-    metrics::describe_gauge!(TASKS, "Tasks in the ledger, by kind and status (read at scrape time).");
+    metrics::describe_gauge!(
+        TASKS,
+        "Tasks in the ledger, by kind and status (read at scrape time)."
+    );
 }
 
 /// Prometheus metrics.

@@ -294,8 +294,8 @@ pub struct ListQuery {
     /// Only this status: pending, running, succeeded, failed or compensated.
     status: Option<String>,
     /// Most tasks to return (default 50).
-    #[param(minimum = 1)]
-    limit: Option<usize>,
+    #[param(value_type = Option<usize>, minimum = 1)]
+    limit: Option<String>,
     /// `next_cursor` of the previous page.
     cursor: Option<String>,
 }
@@ -322,10 +322,14 @@ async fn list(
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Response, Problem> {
     let max = state.limits().max_list;
-    let limit = q.limit.unwrap_or(50);
+    let limit = match q.limit.as_deref() {
+        None => 50,
+        Some(l) => l.parse::<usize>().unwrap_or(0),
+    };
     if limit == 0 || limit > max {
         return Err(Problem::invalid(format!(
-            "limit must be between 1 and {max}, got {limit}"
+            "limit must be a whole number between 1 and {max}, got {}",
+            q.limit.as_deref().unwrap_or("")
         )));
     }
     let status = q
@@ -356,7 +360,9 @@ async fn list(
         .await?;
     let more = tasks.len() > limit;
     let shown = &tasks[..tasks.len().min(limit)];
-    let next_cursor = more.then(|| shown.last().map(|t| t.id.to_string())).flatten();
+    let next_cursor = more
+        .then(|| shown.last().map(|t| t.id.to_string()))
+        .flatten();
     let page = TaskPage {
         tasks: shown.iter().map(|t| TaskView::new(t, None)).collect(),
         next_cursor,
@@ -458,9 +464,12 @@ async fn resolve(
     Extension(actor): Extension<Actor>,
     OptionalJson(body): OptionalJson<ReasonBody>,
 ) -> Result<Response, Problem> {
-    let reason = body.reason.filter(|r| !r.trim().is_empty()).ok_or_else(|| {
-        Problem::invalid("reason is required: say why this dead letter needs no delivery")
-    })?;
+    let reason = body
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .ok_or_else(|| {
+            Problem::invalid("reason is required: say why this dead letter needs no delivery")
+        })?;
     manual(&state, &id, actor, Some(reason), Action::Resolve).await
 }
 

@@ -9,7 +9,9 @@ pub fn run(c: TokenCommand) -> Result<()> {
     match c {
         TokenCommand::New { name } => {
             if name.trim().is_empty() || name.contains(['"', '\\', '\n']) {
-                bail!("the token name must be non-empty and must not contain quotes, backslashes or newlines");
+                bail!(
+                    "the token name must be non-empty and must not contain quotes, backslashes or newlines"
+                );
             }
             let mut bytes = [0u8; 32];
             rand::fill(&mut bytes);

@@ -177,7 +177,7 @@ impl Workdir {
             .open(self.path().join("serve.log"))
             .unwrap();
         tokio::process::Command::new(bin())
-            .arg("serve")
+            .args(["serve", "--listen", "127.0.0.1:0"])
             .current_dir(self.path())
             .env_remove("BACKSTOP_DATABASE_URL")
             .env_remove("BACKSTOP_CONFIG")
@@ -195,6 +195,22 @@ impl Workdir {
         wait_for(Duration::from_secs(20), "backstop serve to start", || async move {
             (self.serve_log().matches("engine started").count() >= n).then_some(())
         })
+        .await
+    }
+
+    /// The base URL of the API of the most recently started `serve`, from its log.
+    pub async fn api_base(&self) -> String {
+        wait_for(
+            Duration::from_secs(20),
+            "backstop serve to listen",
+            || async move {
+                let log = self.serve_log();
+                let at = log.rfind("api=http://")?;
+                let rest = &log[at + 4..];
+                let end = rest.find(char::is_whitespace)?;
+                Some(rest[..end].to_string())
+            },
+        )
         .await
     }
 

@@ -1,0 +1,287 @@
+//! POST /v1/tasks and /v1/tasks/batch: idempotency, conflicts, limits and bad input.
+
+use crate::harness::{Api, Setup, task};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_is_idempotent_by_kind_and_key() {
+    let api = Api::start(Setup::default()).await;
+    let (s, first) = api
+        .post("/v1/tasks", task("sms.send", "o-1", json!({"to": "+1555"})))
+        .await;
+    assert_eq!(s, 201, "{first}");
+    assert_eq!(first["created"], true);
+    let (s, again) = api
+        .post("/v1/tasks", task("sms.send", "o-1", json!({"to": "+1555"})))
+        .await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["created"], false);
+    assert_eq!(again["id"], first["id"]);
+    let (s, conflict) = api
+        .post("/v1/tasks", task("sms.send", "o-1", json!({"to": "+1666"})))
+        .await;
+    assert_eq!(s, 409, "{conflict}");
+    assert_eq!(conflict["existing_id"], first["id"]);
+    // The conflicting payload changed nothing.
+    let (_, shown) = api
+        .get(&format!("/v1/tasks/{}", first["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(shown["payload"], json!({"to": "+1555"}));
+    assert_eq!(api.task_count().await, 1);
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_stores_every_field_and_the_traceparent() {
+    let api = Api::start(Setup::default()).await;
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (s, e) = api
+        .post_with(
+            "/v1/tasks",
+            json!({"kind": "report.render", "key": "r-1", "payload": [1, "two", {"x": null}],
+                   "run_at": "2030-01-01T00:00:00Z", "expires_at": "2030-01-02T00:00:00Z",
+                   "max_attempts": 7}),
+            &[("traceparent", tp)],
+        )
+        .await;
+    assert_eq!(s, 201, "{e}");
+    let (_, t) = api
+        .get(&format!("/v1/tasks/{}", e["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(t["traceparent"], tp);
+    assert_eq!(t["payload"], json!([1, "two", {"x": null}]));
+    assert_eq!(t["max_attempts"], 7);
+    assert_eq!(t["run_at"], "2030-01-01T00:00:00Z");
+    assert_eq!(t["expires_at"], "2030-01-02T00:00:00Z");
+    assert_eq!(t["status"], "pending");
+    // A malformed traceparent is ignored, as W3C Trace Context asks.
+    let (_, e) = api
+        .post_with(
+            "/v1/tasks",
+            task("report.render", "r-2", json!({})),
+            &[("traceparent", "junk")],
+        )
+        .await;
+    let (_, t) = api
+        .get(&format!("/v1/tasks/{}", e["id"].as_str().unwrap()))
+        .await;
+    assert!(t["traceparent"].is_null(), "{t}");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_enqueues_get_a_clear_4xx_and_change_nothing() {
+    let api = Api::start(Setup {
+        max_payload: 1024,
+        ..Setup::default()
+    })
+    .await;
+    let big = "x".repeat(2000);
+    let cases: Vec<(serde_json::Value, u16, &str)> = vec![
+        (task("nope.kind", "k", json!({})), 404, "unknown kind"),
+        (
+            task("sms.send", "k", json!({"blob": big})),
+            413,
+            "limit is 1024",
+        ),
+        (
+            task("sms.send", "", json!({})),
+            422,
+            "key must not be empty",
+        ),
+        (
+            task("sms.send", &"k".repeat(10_000), json!({})),
+            422,
+            "limit is 512",
+        ),
+        (task("sms.send", "a\u{7}b", json!({})), 422, "control"),
+        (json!({"kind": "sms.send", "key": "k"}), 422, "payload"),
+        (
+            json!({"kind": "sms.send", "key": "k", "payload": {}, "colour": 1}),
+            422,
+            "unknown field",
+        ),
+        (
+            json!({"kind": 5, "key": "k", "payload": {}}),
+            422,
+            "invalid type",
+        ),
+        (
+            json!({"kind": "sms.send", "key": "k", "payload": {}, "max_attempts": 0}),
+            422,
+            "max_attempts",
+        ),
+        (
+            json!({"kind": "sms.send", "key": "k", "payload": {}, "max_attempts": 1e40}),
+            422,
+            "max_attempts",
+        ),
+        (
+            json!({"kind": "sms.send", "key": "k", "payload": {}, "delay": "soon"}),
+            422,
+            "delay",
+        ),
+        (
+            json!({"kind": "sms.send", "key": "k", "payload": {}, "run_at": "yesterday"}),
+            422,
+            "run_at",
+        ),
+        (
+            json!({"kind": "sms.send", "key": "k", "payload": {}, "run_at": "2030-01-02T00:00:00Z",
+                "expires_at": "2030-01-01T00:00:00Z"}),
+            422,
+            "could never run",
+        ),
+        (json!([]), 422, "expected struct"),
+    ];
+    for (body, want, says) in cases {
+        let (s, p) = api.post("/v1/tasks", body.clone()).await;
+        assert_eq!(s, want, "{body} -> {p}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(says),
+            "{body}: {detail:?} should say {says:?}"
+        );
+    }
+    let raw_cases: Vec<(Vec<u8>, u16)> = vec![
+        (b"{\"kind\": ".to_vec(), 400),
+        (b"not json".to_vec(), 400),
+        (
+            br#"{"kind":"sms.send","key":"k","payload":{},"max_attempts":99999999999999999999999}"#
+                .to_vec(),
+            422,
+        ),
+        (
+            br#"{"kind":"sms.send","key":"k","payload":{}}{}"#.to_vec(),
+            400,
+        ),
+        (b"".to_vec(), 400),
+        (vec![b'{', 0xff, 0xfe, b'}'], 400),
+        (
+            b"{\"kind\":\"sms.send\",\"key\":\"k\",\"payload\":\"\xff\"}".to_vec(),
+            400,
+        ),
+    ];
+    for (body, want) in raw_cases {
+        let (s, ctype, text) = api.raw(Method::POST, "/v1/tasks", body.clone(), &[]).await;
+        assert_eq!(s, want, "{:?} -> {text}", String::from_utf8_lossy(&body));
+        assert_eq!(ctype, "application/problem+json");
+    }
+    assert_eq!(api.task_count().await, 0, "nothing was written");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_413() {
+    let api = Api::start(Setup {
+        limits: backstop_server::Limits {
+            max_body: 4096,
+            ..Default::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let (s, p) = api
+        .post(
+            "/v1/tasks",
+            task("sms.send", "k", json!({"pad": "y".repeat(8000)})),
+        )
+        .await;
+    assert_eq!(s, 413, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("api.max_body"));
+    assert_eq!(api.task_count().await, 0);
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answers_per_item_in_order() {
+    let api = Api::start(Setup::default()).await;
+    let (_, existing) = api
+        .post("/v1/tasks", task("sms.send", "b-0", json!({"v": 0})))
+        .await;
+    let (_, same) = api
+        .post("/v1/tasks", task("sms.send", "b-1", json!({"v": 1})))
+        .await;
+    let (s, r) = api
+        .post(
+            "/v1/tasks/batch",
+            json!({"tasks": [
+                task("sms.send", "b-0", json!({"v": "changed"})),
+                task("sms.send", "b-1", json!({"v": 1})),
+                task("sms.send", "b-2", json!({"v": 2})),
+                task("report.render", "b-2", json!({"v": 2})),
+            ]}),
+        )
+        .await;
+    assert_eq!(s, 200, "{r}");
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    assert_eq!(results[0]["status"], 409);
+    assert_eq!(results[0]["id"], existing["id"]);
+    assert!(
+        results[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("different payload")
+    );
+    assert_eq!(results[1]["status"], 200);
+    assert_eq!(results[1]["id"], same["id"]);
+    assert_eq!(results[2]["status"], 201);
+    assert_eq!(results[3]["status"], 201);
+    assert_ne!(results[2]["id"], results[3]["id"]);
+    assert_eq!(api.task_count().await, 4);
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_batch_is_refused_whole() {
+    let api = Api::start(Setup {
+        limits: backstop_server::Limits {
+            max_batch: 3,
+            ..Default::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let ok = |k: &str| task("sms.send", k, json!({}));
+    let cases = vec![
+        (
+            json!({"tasks": [ok("a"), ok("b"), ok("a")]}),
+            422,
+            "appears twice",
+        ),
+        (
+            json!({"tasks": [ok("a"), task("nope", "b", json!({}))]}),
+            404,
+            "tasks[1]",
+        ),
+        (json!({"tasks": [ok("a"), ok("")]}), 422, "tasks[1]"),
+        (
+            json!({"tasks": [ok("a"), {"kind": "sms.send", "key": "c", "payload": {}, "delay": "x"}]}),
+            422,
+            "tasks[1]: delay",
+        ),
+        (
+            json!({"tasks": [ok("a"), ok("b"), ok("c"), ok("d")]}),
+            413,
+            "limit is 3",
+        ),
+        (json!({"tasks": []}), 422, "at least one"),
+        (json!({"task": [ok("a")]}), 422, "unknown field"),
+    ];
+    for (body, want, says) in cases {
+        let (s, p) = api.post("/v1/tasks/batch", body.clone()).await;
+        assert_eq!(s, want, "{body} -> {p}");
+        assert!(
+            p["detail"].as_str().unwrap().contains(says),
+            "{p} should say {says}"
+        );
+    }
+    assert_eq!(
+        api.task_count().await,
+        0,
+        "nothing of a refused batch was written"
+    );
+    api.stop().await;
+}

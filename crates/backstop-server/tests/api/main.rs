@@ -1,0 +1,9 @@
+//! The HTTP API driven over real HTTP on loopback, on a real SQLite ledger: every endpoint
+//! and every status code of its contract.
+
+mod auth;
+mod enqueue;
+mod harness;
+mod leases;
+mod manage;
+mod ops;

@@ -1,0 +1,159 @@
+//! Kinds, health, metrics, the OpenAPI document, and unknown routes.
+
+use crate::harness::{Api, Setup, task};
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_show_policy_and_live_counts() {
+    let api = Api::start(Setup::default()).await;
+    api.post("/v1/tasks", task("report.render", "k-1", json!({})))
+        .await;
+    api.post("/v1/tasks", task("report.render", "k-2", json!({})))
+        .await;
+    let (s, v) = api.get("/v1/kinds").await;
+    assert_eq!(s, 200);
+    let kinds = v["kinds"].as_array().unwrap();
+    let names: Vec<&str> = kinds.iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["report.render", "sms.send"]);
+    let r = &kinds[0];
+    assert_eq!(r["target"], "pull");
+    assert_eq!(r["max_attempts"], 3);
+    assert_eq!(r["retry"]["policy"], "schedule");
+    assert_eq!(r["counts"]["pending"], 2);
+    assert_eq!(r["counts"]["succeeded"], 0);
+    assert_eq!(kinds[1]["target"], "push");
+    assert_eq!(kinds[1]["url"], "http://127.0.0.1:9/none");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_readiness() {
+    let api = Api::start(Setup::default()).await;
+    assert_eq!(api.get("/healthz").await, (200, json!({"status": "ok"})));
+    assert_eq!(api.get("/readyz").await, (200, json!({"status": "ok"})));
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_what_happened_and_pass_promtool() {
+    let api = Api::start(Setup {
+        kinds: vec![crate::harness::pull("metrics.kind")],
+        ..Setup::default()
+    })
+    .await;
+    api.post("/v1/tasks", task("metrics.kind", "m-1", json!({})))
+        .await;
+    api.post("/v1/tasks", task("metrics.kind", "m-2", json!({})))
+        .await;
+    let (_, got) = api
+        .post(
+            "/v1/leases",
+            json!({"kinds": ["metrics.kind"], "worker": "w", "max": 1}),
+        )
+        .await;
+    let tok = got["tasks"][0]["token"].as_str().unwrap();
+    api.post(&format!("/v1/leases/{tok}/complete"), json!({}))
+        .await;
+    let (s, ctype, text) = api.raw(Method::GET, "/metrics", Vec::new(), &[]).await;
+    assert_eq!(s, 200);
+    assert!(ctype.starts_with("text/plain"), "{ctype}");
+    let has = |line: &str| {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    };
+    has(r#"backstop_tasks_enqueued_total{kind="metrics.kind"} 2"#);
+    has(r#"backstop_attempts_total{kind="metrics.kind"} 1"#);
+    has(r#"backstop_attempt_outcomes_total{kind="metrics.kind",outcome="succeeded"} 1"#);
+    has(r#"backstop_tasks{kind="metrics.kind",status="pending"} 1"#);
+    has(r#"backstop_tasks{kind="metrics.kind",status="succeeded"} 1"#);
+    has(r#"backstop_attempt_duration_seconds_count{kind="metrics.kind"} 1"#);
+    has(r#"backstop_enqueue_to_start_seconds_count{kind="metrics.kind"} 1"#);
+    assert!(
+        text.contains(r#"backstop_enqueue_to_start_seconds_bucket{kind="metrics.kind",le="0.1"}"#)
+    );
+    promtool(&text);
+    api.stop().await;
+}
+
+/// Runs `promtool check metrics` on the text when promtool is installed; CI installs it and
+/// sets BACKSTOP_REQUIRE_PROMTOOL=1 so that a missing promtool fails instead of skipping.
+fn promtool(text: &str) {
+    use std::io::Write;
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                std::env::var("BACKSTOP_REQUIRE_PROMTOOL").is_err(),
+                "promtool is required here: {e}"
+            );
+            eprintln!("SKIPPED: promtool check metrics (promtool not installed: {e})");
+            return;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool rejects /metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_describes_every_endpoint() {
+    let api = Api::start(Setup::default()).await;
+    let (s, doc) = api.get("/openapi.json").await;
+    assert_eq!(s, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    for (path, method) in [
+        ("/v1/tasks", "post"),
+        ("/v1/tasks", "get"),
+        ("/v1/tasks/batch", "post"),
+        ("/v1/tasks/{id}", "get"),
+        ("/v1/tasks/{id}/retry", "post"),
+        ("/v1/tasks/{id}/resolve", "post"),
+        ("/v1/tasks/{id}/cancel", "post"),
+        ("/v1/leases", "post"),
+        ("/v1/leases/{token}/heartbeat", "post"),
+        ("/v1/leases/{token}/complete", "post"),
+        ("/v1/kinds", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    ] {
+        let op = &paths[path][method];
+        assert!(op.is_object(), "{method} {path} is documented");
+        assert!(op["responses"].as_object().unwrap().len() >= 1);
+    }
+    assert_eq!(
+        doc,
+        serde_json::to_value(backstop_server::openapi()).unwrap()
+    );
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_routes_and_methods_are_problems() {
+    let api = Api::start(Setup::default()).await;
+    let (s, p) = api.get("/v2/nothing").await;
+    assert_eq!(s, 404, "{p}");
+    let (s, ctype, _) = api.raw(Method::DELETE, "/v1/kinds", Vec::new(), &[]).await;
+    assert_eq!((s, ctype.as_str()), (405, "application/problem+json"));
+    api.stop().await;
+}
