@@ -19,7 +19,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
-/// A JSON body that may be empty (then `T::default()`).
+/// A JSON body that may be empty or `null` (then `T::default()`).
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
@@ -27,7 +27,8 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Problem> {
         let bytes = read_body(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        let text = bytes.trim_ascii();
+        if text.is_empty() || text == b"null" {
             return Ok(OptionalJson(T::default()));
         }
         parse_json(&bytes).map(OptionalJson)

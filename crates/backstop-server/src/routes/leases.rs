@@ -31,19 +31,19 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct LeaseBody {
     /// Pull kinds to lease from, in order of preference.
-    #[schema(example = json!(["report.render"]))]
+    #[schema(example = json!(["report.render"]), min_items = 1)]
     kinds: Vec<String>,
-    /// Most tasks to return (default 1).
+    /// Most tasks to return (default 1, at most `api.max_lease_tasks`).
     #[schema(minimum = 1)]
     max: Option<usize>,
-    /// Lease length; each heartbeat extends it by as much (default `30s`).
-    #[schema(example = "30s")]
+    /// Lease length, at least 1s; each heartbeat extends it by as much (default `30s`).
+    #[schema(example = "30s", pattern = r"^([0-9]+(ms|s|m|h|d))+$")]
     lease: Option<String>,
     /// The worker's name, recorded on each attempt.
-    #[schema(example = "worker-1")]
+    #[schema(example = "worker-1", min_length = 1, max_length = 128)]
     worker: String,
     /// How long to wait when nothing is due (default `0s`: answer at once).
-    #[schema(example = "20s")]
+    #[schema(example = "20s", pattern = r"^([0-9]+(ms|s|m|h|d))+$")]
     wait: Option<String>,
 }
 
@@ -201,10 +201,13 @@ pub struct CompleteBody {
     /// (permanent: dead letter now) or `skip` (compensated with `reason`). Default `succeeded`.
     outcome: Option<OutcomeName>,
     /// What went wrong, for `retry` and `failed`.
+    #[schema(max_length = 4096)]
     error: Option<String>,
     /// Why, for `skip`.
+    #[schema(max_length = 4096)]
     reason: Option<String>,
     /// For `retry`: wait this long (`30s`), within the kind's backoff cap.
+    #[schema(pattern = r"^([0-9]+(ms|s|m|h|d))+$")]
     retry_after: Option<String>,
 }
 

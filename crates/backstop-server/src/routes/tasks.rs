@@ -39,16 +39,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct EnqueueBody {
     /// A configured kind.
-    #[schema(example = "sms.send")]
+    #[schema(example = "sms.send", pattern = r"^[A-Za-z0-9._-]{1,128}$")]
     kind: String,
-    /// The business id: unique per kind.
-    #[schema(example = "order-123")]
+    /// The business id: unique per kind (1 to 512 bytes, no control characters).
+    #[schema(example = "order-123", min_length = 1, max_length = 512)]
     key: String,
     /// Any JSON; delivered byte for byte.
     #[schema(value_type = serde_json::Value)]
     payload: Box<RawValue>,
     /// Run no earlier than this long from now (`250ms`, `30s`, `5m`, `48h`, `7d`).
-    #[schema(example = "30s")]
+    #[schema(example = "30s", pattern = r"^([0-9]+(ms|s|m|h|d))+$")]
     delay: Option<String>,
     /// Run no earlier than this instant (RFC 3339); wins over `delay`.
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -153,6 +153,7 @@ async fn enqueue(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
+    #[schema(min_items = 1)]
     tasks: Vec<EnqueueBody>,
 }
 
@@ -292,9 +293,10 @@ pub struct ListQuery {
     /// Only this business key.
     key: Option<String>,
     /// Only this status: pending, running, succeeded, failed or compensated.
+    #[param(pattern = "^(pending|running|succeeded|failed|compensated)?$")]
     status: Option<String>,
-    /// Most tasks to return (default 50).
-    #[param(value_type = Option<usize>, minimum = 1)]
+    /// Most tasks to return (default 50, at most `api.max_list`).
+    #[param(value_type = Option<usize>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
     /// `next_cursor` of the previous page.
     cursor: Option<String>,
@@ -319,8 +321,20 @@ pub struct TaskPage<'a> {
     ))]
 async fn list(
     State(state): State<AppState>,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(mut q): ApiQuery<ListQuery>,
 ) -> Result<Response, Problem> {
+    // An empty parameter (`?kind=`) is the same as an absent one.
+    for p in [
+        &mut q.kind,
+        &mut q.key,
+        &mut q.status,
+        &mut q.limit,
+        &mut q.cursor,
+    ] {
+        if p.as_deref().is_some_and(str::is_empty) {
+            *p = None;
+        }
+    }
     let max = state.limits().max_list;
     let limit = match q.limit.as_deref() {
         None => 50,
@@ -374,8 +388,18 @@ async fn list(
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ReasonBody {
-    /// Recorded on the timeline; required to resolve.
+    /// Recorded on the timeline.
+    #[schema(max_length = 1024)]
     reason: Option<String>,
+}
+
+/// Why a dead letter needs no delivery.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveBody {
+    /// Recorded on the timeline and as the task's reason.
+    #[schema(min_length = 1, max_length = 1024, example = "refunded by hand")]
+    reason: String,
 }
 
 async fn manual(
@@ -448,7 +472,7 @@ async fn retry(
 /// A `failed` task (dead letter) to `compensated`, with the reason it needs no delivery.
 #[utoipa::path(post, path = "/v1/tasks/{id}/resolve", tag = "tasks",
     params(("id" = String, Path, description = "Task id")),
-    request_body = ReasonBody,
+    request_body = ResolveBody,
     responses(
         (status = 200, description = "The task, compensated", body = TaskView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
@@ -462,15 +486,14 @@ async fn resolve(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     Extension(actor): Extension<Actor>,
-    OptionalJson(body): OptionalJson<ReasonBody>,
+    OptionalJson(body): OptionalJson<ResolveBody>,
 ) -> Result<Response, Problem> {
-    let reason = body
-        .reason
-        .filter(|r| !r.trim().is_empty())
-        .ok_or_else(|| {
-            Problem::invalid("reason is required: say why this dead letter needs no delivery")
-        })?;
-    manual(&state, &id, actor, Some(reason), Action::Resolve).await
+    if body.reason.trim().is_empty() {
+        return Err(Problem::invalid(
+            "reason is required: say why this dead letter needs no delivery",
+        ));
+    }
+    manual(&state, &id, actor, Some(body.reason), Action::Resolve).await
 }
 
 /// A `pending` task to `compensated` with reason `canceled`.
