@@ -339,7 +339,12 @@ impl Engine {
             )));
         }
         drop(done_tx);
-        tracing::info!(worker = %shared.owner, kinds = shared.kinds.len(), "engine started");
+        tracing::info!(
+            worker = %shared.owner,
+            push_or_in_process = shared.kinds.len(),
+            pull = shared.configs.len() - shared.kinds.len(),
+            "engine started"
+        );
 
         shutdown.await;
         tracing::info!(
