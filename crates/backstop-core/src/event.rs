@@ -63,6 +63,7 @@ pub struct Event {
     #[serde(rename = "type")]
     pub kind: EventType,
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
+    #[serde(with = "crate::wire_time")]
     pub at: Timestamp,
     /// Attempt number (attempts and stale completions).
     #[serde(skip_serializing_if = "Option::is_none")]

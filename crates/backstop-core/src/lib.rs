@@ -15,6 +15,7 @@ pub mod store;
 pub mod task;
 pub mod transition;
 pub mod validate;
+pub mod wire_time;
 
 pub use backoff::RetryPolicy;
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -142,6 +142,14 @@ fn start(
         };
         kind.metrics
             .ended(completion.outcome, clock_start.elapsed());
+        if completion.status == backstop_core::Status::Failed {
+            tracing::warn!(
+                task = %lease.id, kind = %cfg.name,
+                error = completion.last_error.as_deref().unwrap_or(""),
+                reason = completion.reason.as_deref().unwrap_or(""),
+                "dead letter: the task failed and waits for a person (retry or resolve)"
+            );
+        }
         if done.send(completion).await.is_err() {
             tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
         }

@@ -71,6 +71,13 @@ pub enum PullError {
     Store(#[from] StoreError),
 }
 
+fn task_error(o: &Outcome) -> &str {
+    match o {
+        Outcome::Retry { error, .. } | Outcome::Fail { error } => error,
+        Outcome::Success | Outcome::Skip { .. } => "",
+    }
+}
+
 impl Engine {
     /// Leases up to `r.max` due tasks of the given pull kinds, waiting up to `r.wait` for work
     /// to become due. Returns early (possibly empty) when `stop` resolves.
@@ -217,6 +224,52 @@ impl Engine {
         Ok(out)
     }
 
+    /// A repeated completion (the first answer was lost on the way): the outcome this token
+    /// reported is already the task's, so the answer is the same and nothing is written.
+    async fn already_recorded(
+        &self,
+        task: &backstop_core::Task,
+        t: &LeaseToken,
+    ) -> Result<Option<Completed>, PullError> {
+        use backstop_core::{AttemptOutcome, EventType};
+        let events = self.shared.store.timeline(task.id).await?;
+        let mine = events.iter().rev().find(|e| {
+            e.kind == EventType::Attempt
+                && e.attempt == Some(t.attempt)
+                && e.worker.as_deref() == Some(t.owner.as_str())
+        });
+        let recorded = mine.and_then(|e| e.outcome).is_some_and(|o| {
+            !matches!(
+                o,
+                AttemptOutcome::LeaseExpired | AttemptOutcome::Interrupted
+            )
+        });
+        Ok(recorded.then(|| Completed {
+            status: task.status,
+            run_at: (task.status == Status::Pending).then_some(task.run_at),
+        }))
+    }
+
+    /// Gives a leased task back unfinished (a worker shutting down): it is due again at once,
+    /// and the attempt is recorded as interrupted.
+    pub async fn release_lease(&self, token: &str) -> Result<(), PullError> {
+        let t = LeaseToken::decode(token)?;
+        let n = self
+            .shared
+            .store
+            .release(backstop_core::store::ReleaseParams {
+                leases: vec![t.lease],
+                worker: t.owner,
+                now: self.shared.clock.now(),
+            })
+            .await?;
+        if n == 0 {
+            return Err(PullError::LeaseLost);
+        }
+        self.shared.pull_wake.notify_waiters();
+        Ok(())
+    }
+
     /// Extends the lease a token names by the lease length it was taken with; returns the
     /// new end of the lease.
     pub async fn heartbeat_lease(&self, token: &str) -> Result<Timestamp, PullError> {
@@ -255,6 +308,12 @@ impl Engine {
             .get(t.lease.id)
             .await?
             .ok_or(PullError::LeaseLost)?;
+        if task.epoch == t.lease.epoch
+            && task.status != Status::Running
+            && let Some(done) = self.already_recorded(&task, &t).await?
+        {
+            return Ok(done);
+        }
         let default_policy = RetryPolicy::default();
         let policy = shared
             .configs
@@ -296,8 +355,14 @@ impl Engine {
             let took = (now.as_millisecond() - t.started_at.as_millisecond()).max(0) as u64;
             m.ended(d.attempt_outcome, Duration::from_millis(took));
         }
-        if d.status == Status::Pending {
-            shared.pull_wake.notify_waiters();
+        match d.status {
+            Status::Pending => shared.pull_wake.notify_waiters(),
+            Status::Failed => tracing::warn!(
+                task = %task.id, kind = %task.kind, key = %task.key,
+                error = task_error(&outcome),
+                "dead letter: the task failed and waits for a person (retry or resolve)"
+            ),
+            _ => {}
         }
         Ok(Completed {
             status: d.status,

@@ -9,7 +9,12 @@ use backstop_engine::{EnqueueError, PullError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// An error response (`application/problem+json`).
+/// An error response (`application/problem+json`). Branch on `type`:
+/// `urn:backstop:problem:` + `bad-request` (unreadable body), `invalid` (a field is wrong),
+/// `unauthorized`, `not-found`, `unknown-kind`, `conflict` (same kind and key, different
+/// payload; see `existing_id`), `wrong-status` (the task is not in a status the action applies
+/// to), `lease-lost` (stop working on the task; the outcome was not recorded), `too-large`,
+/// `method-not-allowed`, `not-ready`, `internal`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Problem {
     /// A URI naming the kind of problem (`urn:backstop:problem:<name>`).

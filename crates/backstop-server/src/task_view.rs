@@ -18,17 +18,22 @@ pub struct TaskView<'a> {
     pub attempts: u32,
     pub max_attempts: u32,
     #[schema(value_type = String, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     pub run_at: Timestamp,
     #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::option::serialize")]
     pub expires_at: Option<Timestamp>,
     pub last_error: Option<&'a str>,
     pub reason: Option<&'a str>,
     #[schema(value_type = String, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     pub created_at: Timestamp,
     #[schema(value_type = String, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     pub updated_at: Timestamp,
     pub lease_owner: Option<&'a str>,
     #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::option::serialize")]
     pub lease_until: Option<Timestamp>,
     pub epoch: i64,
     pub traceparent: Option<&'a str>,

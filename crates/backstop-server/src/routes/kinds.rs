@@ -34,11 +34,13 @@ pub struct KindView {
     url: Option<String>,
     max_attempts: u32,
     retry: RetryView,
-    /// Longest an attempt may take (`30s`).
-    timeout: String,
-    /// Attempts that may run at once in one process.
-    concurrency: usize,
-    /// Lease length of a claim.
+    /// Longest an attempt may take (`30s`); push and in-process kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
+    /// Attempts that may run at once in one process; push and in-process kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    concurrency: Option<usize>,
+    /// Lease length of a claim (for pull kinds: the default of a lease request).
     lease: String,
     /// Default business validity of a task.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,8 +108,8 @@ async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> 
             url,
             max_attempts: k.max_attempts,
             retry: retry_view(&k.retry),
-            timeout: format_duration(k.timeout),
-            concurrency: k.concurrency,
+            timeout: (target != "pull").then(|| format_duration(k.timeout)),
+            concurrency: (target != "pull").then_some(k.concurrency),
             lease: format_duration(k.lease),
             expires_in: k.expires_in.map(format_duration),
             counts: Status::ALL

@@ -24,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(lease))
         .routes(routes!(heartbeat))
         .routes(routes!(complete))
+        .routes(routes!(release))
 }
 
 /// A request for work.
@@ -36,7 +37,8 @@ pub struct LeaseBody {
     /// Most tasks to return (default 1, at most `api.max_lease_tasks`).
     #[schema(minimum = 1)]
     max: Option<usize>,
-    /// Lease length, at least 1s; each heartbeat extends it by as much (default `30s`).
+    /// Lease length, at least 1s; each heartbeat extends it by as much (default: the shortest
+    /// `lease` configured for the requested kinds, 60s unless configured).
     #[schema(example = "30s", pattern = r"^([0-9]+(ms|s|m|h|d))+$")]
     lease: Option<String>,
     /// The worker's name, recorded on each attempt.
@@ -67,11 +69,14 @@ pub struct LeasedTask {
     attempt: u32,
     max_attempts: u32,
     #[schema(value_type = String, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     lease_until: Timestamp,
     #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::option::serialize")]
     expires_at: Option<Timestamp>,
     traceparent: Option<String>,
     #[schema(value_type = String, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     created_at: Timestamp,
 }
 
@@ -119,10 +124,17 @@ async fn lease(
             limits.max_lease_tasks
         )));
     }
+    let default_lease = body
+        .kinds
+        .iter()
+        .filter_map(|k| state.engine().kinds().get(k).map(|c| c.lease))
+        .min()
+        .unwrap_or(Duration::from_secs(60))
+        .min(limits.max_lease);
     let lease_for = duration(
         "lease",
         body.lease.as_deref(),
-        Duration::from_secs(30),
+        default_lease,
         limits.max_lease,
     )?;
     let wait = duration(
@@ -162,6 +174,7 @@ async fn lease(
 #[derive(Serialize, ToSchema)]
 pub struct HeartbeatResponse {
     #[schema(value_type = String, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     lease_until: Timestamp,
 }
 
@@ -200,11 +213,10 @@ pub struct CompleteBody {
     /// `succeeded`, `retry` (transient: retried with backoff while attempts remain), `failed`
     /// (permanent: dead letter now) or `skip` (compensated with `reason`). Default `succeeded`.
     outcome: Option<OutcomeName>,
-    /// What went wrong, for `retry` and `failed`.
-    #[schema(max_length = 4096)]
+    /// What went wrong, for `retry` and `failed` (kept up to 4096 bytes; longer text is
+    /// truncated, never refused).
     error: Option<String>,
-    /// Why, for `skip`.
-    #[schema(max_length = 4096)]
+    /// Why, for `skip` (kept up to 4096 bytes).
     reason: Option<String>,
     /// For `retry`: wait this long (`30s`), within the kind's backoff cap.
     #[schema(pattern = r"^([0-9]+(ms|s|m|h|d))+$")]
@@ -219,10 +231,26 @@ pub struct CompleteResponse {
     status: &'static str,
     /// When a retried task runs again.
     #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(serialize_with = "backstop_core::wire_time::option::serialize")]
     run_at: Option<Timestamp>,
 }
 
 const MAX_TEXT: usize = 4096;
+
+/// Cuts a worker's text to [`MAX_TEXT`] bytes on a character boundary, saying so: an outcome
+/// with a long traceback is still recorded.
+fn truncate(mut s: String) -> String {
+    const MARK: &str = "… [truncated]";
+    if s.len() > MAX_TEXT {
+        let mut end = MAX_TEXT - MARK.len();
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str(MARK);
+    }
+    s
+}
 
 /// Report the outcome of a leased attempt.
 #[utoipa::path(post, path = "/v1/leases/{token}/complete", tag = "leases",
@@ -242,16 +270,7 @@ async fn complete(
     ApiPath(token): ApiPath<String>,
     OptionalJson(body): OptionalJson<CompleteBody>,
 ) -> Result<Json<CompleteResponse>, Problem> {
-    for (name, v) in [("error", &body.error), ("reason", &body.reason)] {
-        if let Some(v) = v
-            && v.len() > MAX_TEXT
-        {
-            return Err(Problem::invalid(format!(
-                "{name} is {} bytes; the limit is {MAX_TEXT}",
-                v.len()
-            )));
-        }
-    }
+    let (error, reason) = (body.error.map(truncate), body.reason.map(truncate));
     let after = body
         .retry_after
         .as_deref()
@@ -261,18 +280,14 @@ async fn complete(
     let outcome = match body.outcome.unwrap_or_default() {
         OutcomeName::Succeeded => Outcome::Success,
         OutcomeName::Retry => Outcome::Retry {
-            error: body
-                .error
-                .unwrap_or_else(|| "retry requested by the worker".into()),
+            error: error.unwrap_or_else(|| "retry requested by the worker".into()),
             after,
         },
         OutcomeName::Failed => Outcome::Fail {
-            error: body.error.unwrap_or_else(|| "failed by the worker".into()),
+            error: error.unwrap_or_else(|| "failed by the worker".into()),
         },
         OutcomeName::Skip => Outcome::Skip {
-            reason: body
-                .reason
-                .unwrap_or_else(|| "skipped by the worker".into()),
+            reason: reason.unwrap_or_else(|| "skipped by the worker".into()),
         },
     };
     let done = state.engine().complete_lease(&token, outcome).await?;
@@ -280,4 +295,21 @@ async fn complete(
         status: done.status.as_str(),
         run_at: done.run_at,
     }))
+}
+
+/// Give a leased task back unfinished (a worker shutting down): it is due again at once.
+#[utoipa::path(post, path = "/v1/leases/{token}/release", tag = "leases",
+    params(("token" = String, Path, description = "The lease token")),
+    responses(
+        (status = 204, description = "Released; the attempt is recorded as interrupted"),
+        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lease was already lost or completed", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn release(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+) -> Result<axum::http::StatusCode, Problem> {
+    state.engine().release_lease(&token).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -52,8 +52,8 @@ async fn enqueue_stores_every_field_and_the_traceparent() {
     assert_eq!(t["traceparent"], tp);
     assert_eq!(t["payload"], json!([1, "two", {"x": null}]));
     assert_eq!(t["max_attempts"], 7);
-    assert_eq!(t["run_at"], "2030-01-01T00:00:00Z");
-    assert_eq!(t["expires_at"], "2030-01-02T00:00:00Z");
+    assert_eq!(t["run_at"], "2030-01-01T00:00:00.000Z");
+    assert_eq!(t["expires_at"], "2030-01-02T00:00:00.000Z");
     assert_eq!(t["status"], "pending");
     // A malformed traceparent is ignored, as W3C Trace Context asks.
     let (_, e) = api

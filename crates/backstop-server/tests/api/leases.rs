@@ -361,3 +361,101 @@ async fn bad_lease_requests_get_a_clear_4xx() {
     assert_eq!(t["status"], "running", "bad completions changed nothing");
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_completion_gets_the_same_answer_and_writes_nothing() {
+    let api = Api::start(Setup::default()).await;
+    let (_, e) = api
+        .post("/v1/tasks", task("report.render", "twice", json!({})))
+        .await;
+    let id = e["id"].as_str().unwrap().to_string();
+    let (_, got) = lease(&api, "w", json!({})).await;
+    let tok = tokens(&got).pop().unwrap();
+    let path = format!("/v1/leases/{tok}/complete");
+    let (s1, first) = api
+        .post(&path, json!({"outcome": "failed", "error": "x"}))
+        .await;
+    let (_, before) = api.get(&format!("/v1/tasks/{id}")).await;
+    // The first answer was lost on the way; the worker sends it again.
+    let (s2, second) = api
+        .post(&path, json!({"outcome": "failed", "error": "x"}))
+        .await;
+    assert_eq!((s1, s2), (200, 200), "{second}");
+    assert_eq!(first, second);
+    let (_, after) = api.get(&format!("/v1/tasks/{id}")).await;
+    assert_eq!(before, after, "nothing was written the second time");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_is_due_again_at_once() {
+    let api = Api::start(Setup::default()).await;
+    let (_, e) = api
+        .post("/v1/tasks", task("report.render", "back", json!({})))
+        .await;
+    let (_, got) = lease(&api, "leaving", json!({})).await;
+    let tok = tokens(&got).pop().unwrap();
+    let (s, _, text) = api
+        .raw(
+            reqwest::Method::POST,
+            &format!("/v1/leases/{tok}/release"),
+            Vec::new(),
+            &[],
+        )
+        .await;
+    assert_eq!(s, 204, "{text}");
+    let (_, again) = lease(&api, "staying", json!({})).await;
+    assert_eq!(again["tasks"][0]["id"], e["id"], "{again}");
+    let (s, p) = api
+        .post(&format!("/v1/leases/{tok}/release"), json!({}))
+        .await;
+    assert_eq!(s, 409, "{p}");
+    let (_, t) = api
+        .get(&format!("/v1/tasks/{}", e["id"].as_str().unwrap()))
+        .await;
+    let outcomes: Vec<&str> = t["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["interrupted"], "{t}");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_error_is_kept_truncated_and_times_have_three_fraction_digits() {
+    let api = Api::start(Setup::default()).await;
+    let (_, e) = api
+        .post("/v1/tasks", task("report.render", "long", json!({})))
+        .await;
+    let (_, got) = lease(&api, "w", json!({})).await;
+    let lease_until = got["tasks"][0]["lease_until"].as_str().unwrap().to_string();
+    let tok = tokens(&got).pop().unwrap();
+    let trace = "é".repeat(10_000);
+    let (s, done) = api
+        .post(
+            &format!("/v1/leases/{tok}/complete"),
+            json!({"outcome": "failed", "error": trace}),
+        )
+        .await;
+    assert_eq!(s, 200, "{done}");
+    let (_, t) = api
+        .get(&format!("/v1/tasks/{}", e["id"].as_str().unwrap()))
+        .await;
+    let err = t["last_error"].as_str().unwrap();
+    assert!(
+        err.len() <= 4096 && err.ends_with("[truncated]"),
+        "{} bytes",
+        err.len()
+    );
+    let fixed = |s: &str| s.len() == 24 && s.ends_with('Z') && s.as_bytes()[19] == b'.';
+    assert!(fixed(&lease_until), "{lease_until}");
+    for field in ["run_at", "created_at", "updated_at"] {
+        assert!(fixed(t[field].as_str().unwrap()), "{field}: {}", t[field]);
+    }
+    for ev in t["events"].as_array().unwrap() {
+        assert!(fixed(ev["at"].as_str().unwrap()), "{ev}");
+    }
+    api.stop().await;
+}
