@@ -103,15 +103,13 @@ run_enqueue() {
 
 # --- the README snippets are the examples' code ---------------------------------------------
 step "README snippets match the example files"
-python3 - examples/README-snippet.md README.md <<'EOF' || fail "a README snippet no longer matches its example file"
+python3 - README.md <<'EOF' || fail "a README snippet no longer matches its example file"
 import re, sys
 # A snippet is introduced by "From [`examples/...`](...):" and must appear in that file verbatim.
 pattern = re.compile(r"From\s+\[`(examples/[^`]+)`\]\([^)]*\):\n\n```\w*\n(.*?)```", re.S)
 checked = 0
 for doc in sys.argv[1:]:
     text = open(doc).read()
-    if "## Use it from your language" not in text:
-        continue  # README.md before the section is pasted in
     for path, code in pattern.findall(text):
         if code not in open(path).read():
             sys.exit(f"{doc}: the snippet from {path} is not in {path} any more")
