@@ -42,7 +42,8 @@ pub enum Command {
     Dead(DeadCommand),
     /// Apply database migrations (idempotent).
     Migrate,
-    /// Measure enqueue, drain and end-to-end throughput on this machine.
+    /// Measure throughput on this machine: the ledger (default), or the HTTP API and push
+    /// delivery (`bench http`).
     Bench(BenchArgs),
     /// API tokens.
     #[command(subcommand)]

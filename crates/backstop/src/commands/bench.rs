@@ -15,6 +15,7 @@ use crate::cli::{BenchArgs, BenchCommand};
 use anyhow::Result;
 use std::path::PathBuf;
 
+/// Runs the chosen bench; the database is always a fresh temporary SQLite file.
 pub async fn run(_ctx: &Ctx, a: BenchArgs) -> Result<()> {
     match a.command {
         None => ledger::run(a.ledger).await,

@@ -24,7 +24,7 @@ impl Received {
     }
 }
 
-/// The no-op target: `POST /noop` (any path, in fact) reads the body and answers 200.
+/// The no-op target: a POST to any path reads the body, counts it and answers 200.
 pub fn noop(received: Received) -> Router {
     Router::new().fallback(post(move |_body: Bytes| {
         received.0.fetch_add(1, Ordering::Relaxed);
