@@ -1,17 +1,20 @@
-//! One dispatcher per kind: claims due tasks in batches as concurrency slots free up, and
-//! runs each claimed task as its own attempt.
+//! One dispatcher per kind: claims due tasks in batches, a round ahead of the concurrency
+//! limit, and runs each claimed task as its own attempt as slots free up.
 
 use crate::engine::Shared;
 use crate::executor::Executor;
 use crate::inflight::Running;
 use crate::metrics::KindMetrics;
 use backstop_core::KindConfig;
+use backstop_core::StoreError;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
-use backstop_core::store::{ClaimParams, ClaimedTask, Completion, LeaseRef};
+use backstop_core::store::{ClaimParams, ClaimedTask, Completion, LeaseRef, ReleaseParams};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
 
 /// A configured kind, ready to run.
 pub(crate) struct KindRuntime {
@@ -30,52 +33,111 @@ pub(crate) async fn run(
 ) {
     let cfg = &kind.config;
     let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
-    let want = shared.opts.claim_batch.min(cfg.concurrency).max(1);
+    // Tasks are leased ahead of free slots (up to one more round of `concurrency`), so a slot
+    // that frees starts its next attempt at once instead of waiting for a claim's commit, and
+    // claims run alongside deliveries in bigger batches. Only when a waiting task's lease is
+    // sure to outlast the attempts ahead of it: it waits at most one attempt's timeout.
+    let ahead = if cfg.lease >= cfg.timeout * 2 {
+        cfg.concurrency
+    } else {
+        0
+    };
+    let cap = cfg.concurrency + ahead;
+    let batch = shared.opts.claim_batch.max(1);
+    let mut ready: VecDeque<(ClaimedTask, Instant)> = VecDeque::new();
+    let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
+    let mut asked = 0;
+    // The last claim found less than it asked for: wait for an enqueue or the poll interval.
+    let mut idle = false;
     loop {
         if *stop.borrow() {
-            return;
+            break;
         }
-        let first = tokio::select! {
-            p = slots.clone().acquire_owned() => p.expect("never closed"),
-            _ = stop.changed() => return,
+        while !ready.is_empty() {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                break;
+            };
+            let (task, claimed) = ready.pop_front().expect("not empty");
+            start(&shared, &kind, task, claimed, permit, done.clone());
+        }
+        let running = cfg.concurrency - slots.available_permits();
+        let room = cap.saturating_sub(running + ready.len());
+        // With nothing waiting, claim for the first free slot (low latency); with tasks
+        // waiting, only once a quarter of the room is free (fewer, bigger commits).
+        let worth = if ready.is_empty() {
+            1
+        } else {
+            (cap / 4).max(1)
         };
-        let mut permits = vec![first];
-        while permits.len() < want {
-            match slots.clone().try_acquire_owned() {
-                Ok(p) => permits.push(p),
-                Err(_) => break,
-            }
-        }
-        let asked = permits.len();
-        let now = shared.clock.now();
-        let claimed = shared
-            .store
-            .claim(ClaimParams {
+        if claiming.is_none() && !idle && room >= worth {
+            asked = room.min(batch);
+            let now = shared.clock.now();
+            let p = ClaimParams {
                 kind: cfg.name.clone(),
                 limit: asked,
                 owner: shared.owner.clone(),
                 now,
                 lease_until: add(now, cfg.lease),
+            };
+            let store = shared.store.clone();
+            claiming = Some(tokio::spawn(async move { store.claim(p).await }));
+        }
+        tokio::select! {
+            r = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
+                claiming = None;
+                match r {
+                    Ok(Ok(tasks)) => {
+                        idle = tasks.len() < asked;
+                        let at = Instant::now();
+                        ready.extend(tasks.into_iter().map(|t| (t, at)));
+                    }
+                    Ok(Err(e)) => {
+                        tracing::error!(kind = %cfg.name, error = %e, "claim failed");
+                        idle = true;
+                    }
+                    Err(e) => {
+                        tracing::error!(kind = %cfg.name, error = %e, "claim task failed");
+                        idle = true;
+                    }
+                }
+            }
+            // A slot freed: start a waiting task, or (none waiting) look for more work.
+            p = slots.clone().acquire_owned(), if !ready.is_empty() || room == 0 => {
+                let p = p.expect("never closed");
+                if let Some((task, claimed)) = ready.pop_front() {
+                    start(&shared, &kind, task, claimed, p, done.clone());
+                }
+            }
+            _ = tokio::time::sleep(shared.opts.poll_interval), if idle && claiming.is_none() => idle = false,
+            _ = kind.wake.notified(), if idle => idle = false,
+            _ = stop.changed() => {}
+        }
+    }
+    // Stopping: nothing leased ahead may stay leased; give it back to run again promptly.
+    if let Some(h) = claiming
+        && let Ok(Ok(tasks)) = h.await
+    {
+        let at = Instant::now();
+        ready.extend(tasks.into_iter().map(|t| (t, at)));
+    }
+    if !ready.is_empty() {
+        let leases: Vec<LeaseRef> = ready
+            .iter()
+            .map(|(t, _)| LeaseRef {
+                id: t.id,
+                epoch: t.epoch,
+            })
+            .collect();
+        let r = shared
+            .store
+            .release(ReleaseParams {
+                leases,
+                worker: shared.owner.clone(),
+                now: shared.clock.now(),
             })
             .await;
-        let claimed = match claimed {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(kind = %cfg.name, error = %e, "claim failed");
-                Vec::new()
-            }
-        };
-        let got = claimed.len();
-        for (task, permit) in claimed.into_iter().zip(permits.drain(..)) {
-            start(&shared, &kind, task, permit, done.clone());
-        }
-        drop(permits);
-        if got < asked {
-            tokio::select! {
-                _ = tokio::time::sleep(shared.opts.poll_interval) => {}
-                _ = kind.wake.notified() => {}
-                _ = stop.changed() => return,
-            }
+        if let Err(e) = r {
+            tracing::error!(kind = %cfg.name, error = %e, "releasing tasks leased ahead failed; they will be rescued when their lease expires");
         }
     }
 }
@@ -84,6 +146,7 @@ fn start(
     shared: &Arc<Shared>,
     kind: &Arc<KindRuntime>,
     task: ClaimedTask,
+    claimed: Instant,
     permit: OwnedSemaphorePermit,
     done: mpsc::Sender<Completion>,
 ) {
@@ -94,7 +157,7 @@ fn start(
     shared.inflight.insert(
         lease,
         Running {
-            since: Instant::now(),
+            since: claimed,
             lease: kind.config.lease,
             abort: None,
         },

@@ -220,6 +220,9 @@ async fn concurrency_per_kind_is_bounded() {
     let (n2, p2) = (now.clone(), peak.clone());
     let mut k = kind("slow");
     k.concurrency = 3;
+    // Short attempts next to the lease: tasks are leased a round ahead, and still no more
+    // than three run at once.
+    k.timeout = Duration::from_secs(1);
     let engine = Engine::builder(store.clone())
         .kind(k)
         .handler(
@@ -437,4 +440,48 @@ async fn enqueue_is_validated_and_idempotent() {
         "refused input wrote nothing"
     );
     let _ = Clock::now(&backstop_core::SystemClock);
+}
+
+#[tokio::test]
+async fn shutdown_gives_back_tasks_leased_ahead_of_a_free_slot() {
+    let (store, _d) = store().await;
+    let mut k = kind("ahead");
+    k.concurrency = 2;
+    k.timeout = Duration::from_secs(1);
+    let started = Arc::new(AtomicUsize::new(0));
+    let s2 = started.clone();
+    let engine = Engine::builder(store.clone())
+        .kind(k)
+        .handler(
+            "ahead",
+            handler(move |_| {
+                let s = s2.clone();
+                async move {
+                    s.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Outcome::Success
+                }
+            }),
+        )
+        .options(fast())
+        .build()
+        .unwrap();
+    for i in 0..10 {
+        engine
+            .enqueue(req("ahead", &format!("a{i}")))
+            .await
+            .unwrap();
+    }
+    let (stop, h) = spawn(&engine);
+    // Two attempts run; two more tasks are leased ahead, waiting for a slot.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let c = store.counts(Some("ahead")).await.unwrap();
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    assert_eq!(c.running, 4, "two running and two leased ahead: {c:?}");
+    stop.send(()).unwrap();
+    h.await.unwrap();
+    let c = store.counts(Some("ahead")).await.unwrap();
+    assert_eq!(c.running, 0, "nothing stays leased after shutdown: {c:?}");
+    assert_eq!(c.succeeded, 2, "{c:?}");
+    assert_eq!(c.pending, 8, "the waiting ones are due again: {c:?}");
 }

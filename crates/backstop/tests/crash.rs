@@ -20,7 +20,7 @@ fn config(base: &str, db: &str) -> String {
         "database = \"{db}\"\n\
          [engine]\npoll_interval = \"20ms\"\nrescue_interval = \"100ms\"\ngrace = \"1s\"\n\
          [kinds.\"crash.sink\"]\nurl = \"{base}/sink\"\nsecret = \"{SECRET}\"\nmax_attempts = 50\n\
-         backoff = {{ schedule = [\"50ms\"] }}\ntimeout = \"2s\"\nconcurrency = 16\nlease = \"1s\"\n"
+         backoff = {{ schedule = [\"50ms\"] }}\ntimeout = \"500ms\"\nconcurrency = 16\nlease = \"1s\"\n"
     )
 }
 
