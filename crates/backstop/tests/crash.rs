@@ -20,7 +20,7 @@ fn config(base: &str, db: &str) -> String {
         "database = \"{db}\"\n\
          [engine]\npoll_interval = \"20ms\"\nrescue_interval = \"100ms\"\ngrace = \"1s\"\n\
          [kinds.\"crash.sink\"]\nurl = \"{base}/sink\"\nsecret = \"{SECRET}\"\nmax_attempts = 50\n\
-         backoff = {{ schedule = [\"50ms\"] }}\ntimeout = \"500ms\"\nconcurrency = 16\nlease = \"1s\"\n"
+         backoff = {{ schedule = [\"50ms\"] }}\ntimeout = \"500ms\"\nconcurrency = 8\nlease = \"1s\"\n"
     )
 }
 
@@ -28,7 +28,7 @@ fn config(base: &str, db: &str) -> String {
 async fn sigkill_at_random_moments_loses_nothing() {
     // The target answers after a few milliseconds, so kills land mid-delivery.
     let target = TestTarget::start(Arc::new(|_, _| {
-        let ms = rand::rng().random_range(0..15);
+        let ms = rand::rng().random_range(5..30);
         (200, Some(Duration::from_millis(ms)), vec![])
     }))
     .await;
@@ -81,7 +81,14 @@ async fn sigkill_at_random_moments_loses_nothing() {
             acknowledged.insert(format!("order-{}", next + i), r.unwrap().id.to_string());
         }
         next = until;
-        let pause = rand::rng().random_range(150..600);
+        // Kill while deliveries are flowing (on a fast machine a fixed pause could land when
+        // all the work is already done): wait for a few new deliveries, then a random moment.
+        let flowing = target.deliveries().len() + 3;
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(3);
+        while target.deliveries().len() < flowing && tokio::time::Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let pause = rand::rng().random_range(0..120);
         tokio::time::sleep(Duration::from_millis(pause)).await;
         signal(&serve, libc::SIGKILL);
         let status = serve.wait().await.unwrap();
