@@ -46,7 +46,7 @@ pub(crate) async fn run(
     let ahead = AHEAD_ROUNDS * cfg.concurrency;
     let cap = cfg.concurrency + ahead;
     let batch = shared.opts.claim_batch.max(1);
-    let mut ready: VecDeque<(ClaimedTask, Instant)> = VecDeque::new();
+    let mut ready: VecDeque<ClaimedTask> = VecDeque::new();
     let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
     let mut asked = 0;
     // The last claim found less than it asked for: wait for an enqueue or the poll interval.
@@ -59,8 +59,8 @@ pub(crate) async fn run(
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 break;
             };
-            let (task, claimed) = ready.pop_front().expect("not empty");
-            start(&shared, &kind, task, claimed, permit, done.clone());
+            let task = ready.pop_front().expect("not empty");
+            start(&shared, &kind, task, permit, done.clone());
         }
         let running = cfg.concurrency - slots.available_permits();
         let room = cap.saturating_sub(running + ready.len());
@@ -94,7 +94,7 @@ pub(crate) async fn run(
                         for t in &tasks {
                             waiting(&shared, &kind, t, at);
                         }
-                        ready.extend(tasks.into_iter().map(|t| (t, at)));
+                        ready.extend(tasks);
                     }
                     Ok(Err(e)) => {
                         tracing::error!(kind = %cfg.name, error = %e, "claim failed");
@@ -109,8 +109,8 @@ pub(crate) async fn run(
             // A slot freed: start a waiting task, or (none waiting) look for more work.
             p = slots.clone().acquire_owned(), if !ready.is_empty() || room == 0 => {
                 let p = p.expect("never closed");
-                if let Some((task, claimed)) = ready.pop_front() {
-                    start(&shared, &kind, task, claimed, p, done.clone());
+                if let Some(task) = ready.pop_front() {
+                    start(&shared, &kind, task, p, done.clone());
                 }
             }
             _ = tokio::time::sleep(shared.opts.poll_interval), if idle && claiming.is_none() => idle = false,
@@ -122,13 +122,12 @@ pub(crate) async fn run(
     if let Some(h) = claiming
         && let Ok(Ok(tasks)) = h.await
     {
-        let at = Instant::now();
-        ready.extend(tasks.into_iter().map(|t| (t, at)));
+        ready.extend(tasks);
     }
     if !ready.is_empty() {
         let leases: Vec<LeaseRef> = ready
             .iter()
-            .map(|(t, _)| LeaseRef {
+            .map(|t| LeaseRef {
                 id: t.id,
                 epoch: t.epoch,
             })
@@ -169,7 +168,6 @@ fn start(
     shared: &Arc<Shared>,
     kind: &Arc<KindRuntime>,
     task: ClaimedTask,
-    claimed: Instant,
     permit: OwnedSemaphorePermit,
     done: mpsc::Sender<Completion>,
 ) {
@@ -177,14 +175,7 @@ fn start(
         id: task.id,
         epoch: task.epoch,
     };
-    shared.inflight.insert(
-        lease,
-        Running {
-            since: claimed,
-            lease: kind.config.lease,
-            abort: None,
-        },
-    );
+    // Registered in the in-flight registry when it was claimed (`waiting`).
     let shared2 = shared.clone();
     let kind = kind.clone();
     let handle = tokio::spawn(async move {

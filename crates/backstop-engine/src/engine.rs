@@ -62,6 +62,8 @@ pub enum EngineError {
     HandlerWithoutKind(String),
     #[error("kind {kind:?}: bad signing secret: {error}")]
     BadSecret { kind: String, error: String },
+    #[error("kind {kind:?}: bad target URL {error}")]
+    BadUrl { kind: String, error: String },
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
     #[error("kind {0:?} is configured twice")]
@@ -153,8 +155,12 @@ impl EngineBuilder {
                                 .map_err(|e| EngineError::Client(e.to_string()))?,
                         );
                     }
+                    let url = url.parse().map_err(|e| EngineError::BadUrl {
+                        kind: k.name.clone(),
+                        error: format!("{url:?}: {e}"),
+                    })?;
                     Executor::Http(Box::new(HttpTarget {
-                        url: url.clone(),
+                        url,
                         signer,
                         client: client.clone().expect("set above"),
                     }))

@@ -19,7 +19,7 @@ pub(crate) enum Executor {
 
 /// An HTTP push target: where, how to sign, and the shared client.
 pub(crate) struct HttpTarget {
-    pub(crate) url: String,
+    pub(crate) url: backstop_webhooks::Url,
     pub(crate) signer: Option<StandardWebhooks>,
     pub(crate) client: DeliveryClient,
 }

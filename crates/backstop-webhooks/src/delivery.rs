@@ -35,8 +35,8 @@ pub struct DeliveryClient {
 /// One attempt to push a task to its target.
 #[derive(Clone, Copy, Debug)]
 pub struct Delivery<'a> {
-    /// The target URL; the payload is POSTed here.
-    pub url: &'a str,
+    /// The target URL, parsed once per kind; the payload is POSTed here.
+    pub url: &'a reqwest::Url,
     /// Signs the request with Standard Webhooks when given.
     pub signer: Option<&'a StandardWebhooks>,
     /// The task id: `webhook-id` and `idempotency-key`.
@@ -81,10 +81,9 @@ impl DeliveryClient {
         };
         let request = self
             .http
-            .post(d.url)
+            .post(d.url.clone())
             .headers(headers)
-            .body(d.body.to_vec())
-            .timeout(d.timeout);
+            .body(d.body.to_vec());
 
         let response = match timeout_at(deadline, request.send()).await {
             Err(_) => return classify_transport(TransportFailure::Timeout, "no response").into(),

@@ -10,3 +10,6 @@ mod standard;
 
 pub use delivery::{ClientError, Delivery, DeliveryClient};
 pub use standard::{SecretError, StandardWebhooks, VerifyError};
+
+/// A parsed target URL.
+pub use reqwest::Url;

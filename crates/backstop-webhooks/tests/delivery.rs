@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use backstop_core::{AttemptReport, Outcome};
-use backstop_webhooks::{Delivery, DeliveryClient, StandardWebhooks};
+use backstop_webhooks::{Delivery, DeliveryClient, StandardWebhooks, Url};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ async fn target(State(seen): State<Arc<Seen>>) -> impl IntoResponse {
 }
 
 /// A delivery to `url` with ordinary defaults.
-fn delivery<'a>(url: &'a str, body: &'a [u8]) -> Delivery<'a> {
+fn delivery<'a>(url: &'a Url, body: &'a [u8]) -> Delivery<'a> {
     Delivery {
         url,
         signer: None,
@@ -91,7 +91,7 @@ fn now() -> jiff::Timestamp {
 }
 
 async fn deliver_to(base: &str, path: &str) -> AttemptReport {
-    let url = format!("{base}{path}");
+    let url: Url = format!("{base}{path}").parse().unwrap();
     let client = DeliveryClient::new().unwrap();
     client.deliver(&delivery(&url, b"{}"), now()).await
 }
@@ -99,7 +99,7 @@ async fn deliver_to(base: &str, path: &str) -> AttemptReport {
 #[tokio::test]
 async fn sends_exact_body_and_verifiable_headers() {
     let (base, seen) = serve().await;
-    let url = format!("{base}/echo");
+    let url: Url = format!("{base}/echo").parse().unwrap();
     let signer = StandardWebhooks::from_secret(SECRET).unwrap();
     let body = br#"{"a": 1,  "b":[ ]}"#;
     let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -139,7 +139,7 @@ async fn sends_exact_body_and_verifiable_headers() {
 #[tokio::test]
 async fn unsigned_delivery_has_no_signature_and_encodes_odd_keys() {
     let (base, seen) = serve().await;
-    let url = format!("{base}/echo");
+    let url: Url = format!("{base}/echo").parse().unwrap();
     let d = Delivery {
         key: "clé\n1",
         ..delivery(&url, b"{}")
@@ -186,7 +186,7 @@ async fn responses_are_classified() {
 #[tokio::test]
 async fn slow_target_times_out_as_retry() {
     let (base, _) = serve().await;
-    let url = format!("{base}/slow");
+    let url: Url = format!("{base}/slow").parse().unwrap();
     let d = Delivery {
         timeout: Duration::from_millis(500),
         ..delivery(&url, b"{}")
@@ -216,7 +216,9 @@ async fn redirects_fail_and_are_not_followed() {
 #[tokio::test]
 async fn refused_connection_is_retried() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let url: Url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
     drop(listener);
     let report = DeliveryClient::new()
         .unwrap()
@@ -233,10 +235,11 @@ async fn refused_connection_is_retried() {
 }
 
 #[tokio::test]
-async fn invalid_url_is_permanent() {
+async fn an_unsupported_url_is_permanent() {
+    let url: Url = "ftp://127.0.0.1/x".parse().unwrap();
     let report = DeliveryClient::new()
         .unwrap()
-        .deliver(&delivery("not a url", b"{}"), now())
+        .deliver(&delivery(&url, b"{}"), now())
         .await;
     assert!(matches!(report.outcome, Outcome::Fail { .. }), "{report:?}");
 }
