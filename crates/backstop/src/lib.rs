@@ -63,7 +63,13 @@ pub async fn connect_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
                 backstop_store_sqlite::SqliteStore::connect(opts).await?,
             ))
         }
-        "postgres" | "postgresql" | "mysql" | "mariadb" => Err(StoreError::Open(format!(
+        "postgres" | "postgresql" => {
+            let opts = backstop_store_postgres::PostgresOptions::from_url(url)?;
+            Ok(Arc::new(
+                backstop_store_postgres::PostgresStore::connect(opts).await?,
+            ))
+        }
+        "mysql" | "mariadb" => Err(StoreError::Open(format!(
             "{scheme}: this build of backstop has no {scheme} store yet; use a sqlite: URL"
         ))),
         _ => Err(StoreError::Open(format!(

@@ -1,0 +1,246 @@
+//! Lease upkeep: heartbeats, rescue of expired leases, release on shutdown. Each status change
+//! is decided by `backstop_core::transition`, then applied in one statement.
+//!
+//! Rows held by a worker (heartbeat, release) are locked in id order, as completions lock
+//! them, so that these never deadlock with one another; rescue skips rows that are locked and
+//! leaves them to its next round.
+
+use crate::row::{col, count, duration_ms, opt_time};
+use crate::types::{Id, Time};
+use crate::{Db, db_err};
+use backstop_core::store::{HeartbeatParams, LeaseRef, ReleaseParams, RescueParams, Rescued};
+use backstop_core::{Status, StoreError, Transition, transition};
+use jiff::Timestamp;
+use sqlx::PgConnection;
+use sqlx::postgres::{PgBindIterExt, PgRow};
+use std::collections::HashSet;
+
+/// Extends the listed leases still held by `$5`: `$1` ids, `$2` epochs, `$3` lease end,
+/// `$4` now. Returns the ids extended.
+const HEARTBEAT: &str = "
+WITH l AS (SELECT * FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)),
+held AS MATERIALIZED (
+    SELECT t.seq FROM {schema}.tasks AS t JOIN l ON t.id = l.id AND t.epoch = l.epoch
+    WHERE t.status = 'running' AND t.lease_owner = $5
+    ORDER BY t.id
+    FOR UPDATE OF t
+)
+UPDATE {schema}.tasks AS t SET lease_until = $3, updated_at = $4
+FROM held WHERE t.seq = held.seq
+RETURNING t.id";
+
+/// Running tasks whose lease expired before `$1`, oldest lease first, at most `$2`.
+const RESCUE_PICK: &str = "
+SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at
+FROM {schema}.tasks
+WHERE status = 'running' AND lease_until < $1
+ORDER BY lease_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED";
+
+/// The listed leases (`$1` ids, `$2` epochs) still held, whoever holds them.
+const RELEASE_PICK: &str = "
+SELECT t.seq, t.id, t.kind, t.attempts, t.max_attempts, t.lease_owner, t.att_started_at
+FROM {schema}.tasks AS t
+JOIN UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch) ON t.id = l.id AND t.epoch = l.epoch
+WHERE t.status = 'running'
+ORDER BY t.id
+FOR UPDATE OF t";
+
+/// Ends the running attempt of each listed row and moves the row to its listed status:
+/// `$1` seqs, `$2` statuses, `$3` reasons and `$4` errors (kept when null), `$5` durations,
+/// `$6` event errors; `$7` now, `$8` the attempt outcome.
+const END_ATTEMPTS: &str = "
+WITH m AS (
+    SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                         $6::text[])
+        AS m(seq, status, reason, error, duration_ms, event_error)
+),
+ended AS (
+    INSERT INTO {schema}.events
+        (task_id, type, at, attempt, outcome, error, duration_ms, worker)
+    SELECT t.id, 'attempt', $7, t.attempts, $8, m.event_error, m.duration_ms, t.lease_owner
+    FROM m JOIN {schema}.tasks AS t ON t.seq = m.seq
+    ORDER BY t.seq
+)
+UPDATE {schema}.tasks AS t
+SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.run_at END,
+    reason = coalesce(m.reason, t.reason), last_error = coalesce(m.error, t.last_error),
+    lease_owner = NULL, lease_until = NULL, updated_at = $7,
+    att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
+    att_http_status = NULL, att_worker = NULL
+FROM m WHERE t.seq = m.seq";
+
+pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
+    if p.leases.is_empty() {
+        return Ok(Vec::new());
+    }
+    let kept: HashSet<Id> = sqlx::query_scalar::<_, Id>(db.schema.sql(HEARTBEAT))
+        .bind(p.leases.iter().map(|l| Id(l.id)).bind_iter())
+        .bind(p.leases.iter().map(|l| l.epoch).bind_iter())
+        .bind(Time(p.lease_until))
+        .bind(Time(p.now))
+        .bind(&p.owner)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .into_iter()
+        .collect();
+    Ok(p.leases
+        .iter()
+        .filter(|l| !kept.contains(&Id(l.id)))
+        .copied()
+        .collect())
+}
+
+/// A running row picked to end its attempt without a report.
+struct Held {
+    seq: i64,
+    rescued: Rescued,
+    attempts: u32,
+    max_attempts: u32,
+    started: Option<Timestamp>,
+}
+
+fn held(r: &PgRow) -> Result<Held, StoreError> {
+    Ok(Held {
+        seq: col(r, "seq")?,
+        rescued: Rescued {
+            id: col::<Id>(r, "id")?.0,
+            kind: col(r, "kind")?,
+            // Decided by the caller.
+            status: Status::Running,
+            lease_owner: col(r, "lease_owner")?,
+        },
+        attempts: count(r, "attempts")?,
+        max_attempts: count(r, "max_attempts")?,
+        started: opt_time(r, "att_started_at")?,
+    })
+}
+
+/// One row's move for [`END_ATTEMPTS`].
+struct Move<'a> {
+    held: &'a Held,
+    status: Status,
+    reason: Option<String>,
+    error: Option<&'static str>,
+    event_error: String,
+}
+
+async fn end_attempts(
+    conn: &mut PgConnection,
+    db: &Db,
+    moves: &[Move<'_>],
+    now: Timestamp,
+    outcome: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(db.schema.sql(END_ATTEMPTS))
+        .bind(moves.iter().map(|m| m.held.seq).bind_iter())
+        .bind(moves.iter().map(|m| m.status.as_str()).bind_iter())
+        .bind(moves.iter().map(|m| m.reason.as_deref()).bind_iter())
+        .bind(moves.iter().map(|m| m.error).bind_iter())
+        .bind(
+            moves
+                .iter()
+                .map(|m| m.held.started.map(|s| duration_ms(s, now)))
+                .bind_iter(),
+        )
+        .bind(moves.iter().map(|m| m.event_error.as_str()).bind_iter())
+        .bind(Time(now))
+        .bind(outcome)
+        .execute(conn)
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+fn owner(h: &Held) -> &str {
+    h.rescued.lease_owner.as_deref().unwrap_or("unknown")
+}
+
+pub(crate) async fn rescue(db: &Db, p: &RescueParams) -> Result<Vec<Rescued>, StoreError> {
+    if p.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    let rows = sqlx::query(db.schema.sql(RESCUE_PICK))
+        .bind(Time(p.now))
+        .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let picked = rows.iter().map(held).collect::<Result<Vec<_>, _>>()?;
+    let mut moves = Vec::with_capacity(picked.len());
+    for h in &picked {
+        let status = transition(
+            Status::Running,
+            Transition::Rescue {
+                attempts_left: h.attempts < h.max_attempts,
+            },
+        )
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+        let failed = status == Status::Failed;
+        moves.push(Move {
+            held: h,
+            status,
+            reason: failed.then(|| {
+                format!(
+                    "attempts exhausted ({} of {}); the last lease expired",
+                    h.attempts, h.max_attempts
+                )
+            }),
+            error: failed.then_some("lease expired"),
+            event_error: format!("lease expired; held by {}", owner(h)),
+        });
+    }
+    end_attempts(&mut tx, db, &moves, p.now, "lease_expired").await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(moves
+        .into_iter()
+        .map(|m| Rescued {
+            status: m.status,
+            ..m.held.rescued.clone()
+        })
+        .collect())
+}
+
+pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
+    if p.leases.is_empty() {
+        return Ok(0);
+    }
+    let pending = transition(Status::Running, Transition::Release)
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    let rows = sqlx::query(db.schema.sql(RELEASE_PICK))
+        .bind(p.leases.iter().map(|l| Id(l.id)).bind_iter())
+        .bind(p.leases.iter().map(|l| l.epoch).bind_iter())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    // The same lease listed twice is one row.
+    let mut seen = HashSet::new();
+    let picked = rows
+        .iter()
+        .map(held)
+        .filter(|h| h.as_ref().map_or(true, |h| seen.insert(h.seq)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if picked.is_empty() {
+        return Ok(0);
+    }
+    let moves: Vec<Move<'_>> = picked
+        .iter()
+        .map(|h| Move {
+            held: h,
+            status: pending,
+            reason: None,
+            error: None,
+            event_error: format!("released at shutdown by {}", owner(h)),
+        })
+        .collect();
+    end_attempts(&mut tx, db, &moves, p.now, "interrupted").await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(picked.len() as u64)
+}

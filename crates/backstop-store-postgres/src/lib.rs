@@ -1,0 +1,166 @@
+//! The PostgreSQL store of backstop: several backstop processes share one ledger and its work.
+//!
+//! Every table lives in one schema (`backstop` unless `?schema=NAME` says otherwise). Claims
+//! pick due rows with `FOR UPDATE SKIP LOCKED` through a partial index of pending tasks, so
+//! claimers never wait for one another nor share a task; completions are fenced by the claim's
+//! `epoch`. Each per-task path (enqueue, claim, completion, heartbeat) is one statement over
+//! arrays (`UNNEST`), so a batch costs one round trip and one commit, whatever its size. A
+//! write is acknowledged after PostgreSQL's commit, which is durable with the server's default
+//! `synchronous_commit = on`.
+
+#![warn(missing_docs)]
+
+mod claim;
+mod complete;
+mod connect;
+mod enqueue;
+mod expire;
+mod lease;
+mod manual;
+mod migrate;
+mod read;
+mod row;
+mod schema;
+mod types;
+
+pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
+
+use backstop_core::store::*;
+use backstop_core::{Event, Task, TaskId};
+use schema::Schema;
+use sqlx::postgres::PgPool;
+use std::sync::Arc;
+
+/// The PostgreSQL ledger. Clones share one connection pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    db: Arc<Db>,
+}
+
+/// What every statement needs: the pool and the schema its SQL names.
+pub(crate) struct Db {
+    pub(crate) pool: PgPool,
+    pub(crate) schema: Schema,
+}
+
+impl PostgresStore {
+    /// Connects to a `postgres:` URL and applies migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(PostgresOptions::from_url(url)?).await
+    }
+
+    /// Connects with explicit options and applies migrations.
+    pub async fn open_with(opts: PostgresOptions) -> Result<Self, StoreError> {
+        let store = Self::connect(opts).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects without migrating (for `backstop migrate` and for checks).
+    pub async fn connect(opts: PostgresOptions) -> Result<Self, StoreError> {
+        let schema = Schema::new(&opts.schema)?;
+        let pool = connect::open(&opts).await?;
+        Ok(PostgresStore {
+            db: Arc::new(Db { pool, schema }),
+        })
+    }
+
+    /// The schema that holds the ledger's tables.
+    pub fn schema(&self) -> &str {
+        self.db.schema.name()
+    }
+
+    /// The newest schema version this build knows (see `schema_migrations`).
+    pub fn known_schema_version() -> i64 {
+        migrate::known()
+    }
+
+    /// Closes the pool's connections, waiting for those in use to be returned.
+    pub async fn close(&self) {
+        self.db.pool.close().await;
+    }
+}
+
+pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
+    StoreError::Database(e.to_string())
+}
+
+/// Whether PostgreSQL aborted the statement to break a deadlock (SQLSTATE 40P01).
+pub(crate) fn is_deadlock(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "40P01")
+}
+
+impl Store for PostgresStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(migrate::run(&self.db))
+    }
+
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
+        Box::pin(async move { enqueue::enqueue(&self.db, &p).await })
+    }
+
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        Box::pin(async move { claim::claim(&self.db, &p).await })
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        Box::pin(async move { complete::complete(&self.db, &p).await })
+    }
+
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move { lease::heartbeat(&self.db, &p).await })
+    }
+
+    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
+        Box::pin(async move { lease::rescue(&self.db, &p).await })
+    }
+
+    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { expire::expire(&self.db, &p).await })
+    }
+
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { lease::release(&self.db, &p).await })
+    }
+
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(read::get(&self.db, id))
+    }
+
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        Box::pin(read::get_by_key(&self.db, kind, key))
+    }
+
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(read::timeline(&self.db, id))
+    }
+
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { read::list(&self.db, &p).await })
+    }
+
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::retry(&self.db, &p).await })
+    }
+
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::resolve(&self.db, &p).await })
+    }
+
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::cancel(&self.db, &p).await })
+    }
+
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
+        Box::pin(read::counts(&self.db, kind))
+    }
+}

@@ -1,0 +1,181 @@
+//! Reads: tasks, listings, counts and the timeline.
+
+use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns, time};
+use crate::types::Id;
+use crate::{Db, db_err};
+use backstop_core::store::{ListParams, StatusCounts};
+use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
+use sqlx::postgres::PgRow;
+use sqlx::{Postgres, QueryBuilder};
+
+const GET: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM {schema}.tasks WHERE id = $1"
+);
+
+const GET_BY_KEY: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM {schema}.tasks WHERE kind = $1 AND key = $2"
+);
+
+const COUNTS_ALL: &str = "SELECT status, count(*) AS n FROM {schema}.tasks GROUP BY status";
+
+const COUNTS_KIND: &str =
+    "SELECT status, count(*) AS n FROM {schema}.tasks WHERE kind = $1 GROUP BY status";
+
+/// The task row's part of the timeline: its creation and its latest attempt.
+const TIMELINE_TASK: &str = "
+SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
+       att_http_status, att_worker
+FROM {schema}.tasks WHERE id = $1";
+
+const TIMELINE_EVENTS: &str = "
+SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+FROM {schema}.events WHERE task_id = $1 ORDER BY seq";
+
+pub(crate) async fn get(db: &Db, id: TaskId) -> Result<Option<Task>, StoreError> {
+    sqlx::query(db.schema.sql(GET))
+        .bind(Id(id))
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(db_err)?
+        .as_ref()
+        .map(task)
+        .transpose()
+}
+
+pub(crate) async fn get_by_key(db: &Db, kind: &str, key: &str) -> Result<Option<Task>, StoreError> {
+    sqlx::query(db.schema.sql(GET_BY_KEY))
+        .bind(kind)
+        .bind(key)
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(db_err)?
+        .as_ref()
+        .map(task)
+        .transpose()
+}
+
+pub(crate) async fn list(db: &Db, p: &ListParams) -> Result<Vec<Task>, StoreError> {
+    // Only the filters given are in the statement, so that each shape gets its own plan.
+    let head = db.schema.sql(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM {schema}.tasks WHERE true"
+    ));
+    let mut qb: QueryBuilder<Postgres> = QueryBuilder::new(head.0);
+    if let Some(kind) = &p.kind {
+        qb.push(" AND kind = ").push_bind(kind);
+    }
+    if let Some(key) = &p.key {
+        qb.push(" AND key = ").push_bind(key);
+    }
+    if let Some(status) = p.status {
+        qb.push(" AND status = ").push_bind(status.as_str());
+    }
+    if let Some(before) = p.before {
+        qb.push(
+            db.schema
+                .sql(" AND seq < (SELECT seq FROM {schema}.tasks WHERE id = ")
+                .0,
+        )
+        .push_bind(Id(before))
+        .push(")");
+    }
+    qb.push(" ORDER BY seq DESC LIMIT ")
+        .push_bind(i64::try_from(p.limit).unwrap_or(i64::MAX));
+    qb.build()
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
+
+pub(crate) async fn counts(db: &Db, kind: Option<&str>) -> Result<StatusCounts, StoreError> {
+    let rows = match kind {
+        Some(kind) => {
+            sqlx::query(db.schema.sql(COUNTS_KIND))
+                .bind(kind)
+                .fetch_all(&db.pool)
+                .await
+        }
+        None => {
+            sqlx::query(db.schema.sql(COUNTS_ALL))
+                .fetch_all(&db.pool)
+                .await
+        }
+    }
+    .map_err(db_err)?;
+    let mut c = StatusCounts::default();
+    for r in &rows {
+        let n = u64::try_from(col::<i64>(r, "n")?).unwrap_or(0);
+        match status(r, "status")? {
+            Status::Pending => c.pending = n,
+            Status::Running => c.running = n,
+            Status::Succeeded => c.succeeded = n,
+            Status::Failed => c.failed = n,
+            Status::Compensated => c.compensated = n,
+        }
+    }
+    Ok(c)
+}
+
+pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreError> {
+    let Some(t) = sqlx::query(db.schema.sql(TIMELINE_TASK))
+        .bind(Id(id))
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(db_err)?
+    else {
+        return Err(StoreError::NotFound(id));
+    };
+    let mut events = vec![Event::new(EventType::Created, time(&t, "created_at")?)];
+    let rows = sqlx::query(db.schema.sql(TIMELINE_EVENTS))
+        .bind(Id(id))
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    for r in &rows {
+        events.push(event(r)?);
+    }
+    // The latest attempt lives on the task row: finished (outcome set) or in progress.
+    if let Some(started) = opt_time(&t, "att_started_at")? {
+        let ended = opt_time(&t, "att_ended_at")?;
+        let outcome: Option<String> = col(&t, "att_outcome")?;
+        let mut e = Event::new(EventType::Attempt, ended.unwrap_or(started));
+        e.attempt = Some(count(&t, "attempts")?);
+        e.outcome = outcome.as_deref().and_then(AttemptOutcome::parse);
+        e.error = col(&t, "att_error")?;
+        e.http_status = http_status(col(&t, "att_http_status")?);
+        e.duration_ms = ended.map(|end| duration_ms(started, end) as u64);
+        e.worker = col(&t, "att_worker")?;
+        events.push(e);
+    }
+    // Stable: equal times keep the order above (creation first, then the table's order).
+    events.sort_by_key(|e| e.at);
+    Ok(events)
+}
+
+fn http_status(s: Option<i32>) -> Option<u16> {
+    s.and_then(|s| u16::try_from(s).ok())
+}
+
+fn event(r: &PgRow) -> Result<Event, StoreError> {
+    let kind: &str = col(r, "type")?;
+    let kind = EventType::parse(kind)
+        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;
+    let mut e = Event::new(kind, time(r, "at")?);
+    e.attempt = col::<Option<i64>>(r, "attempt")?.and_then(|a| u32::try_from(a).ok());
+    e.outcome = col::<Option<&str>>(r, "outcome")?.and_then(AttemptOutcome::parse);
+    e.error = col(r, "error")?;
+    e.http_status = http_status(col(r, "http_status")?);
+    e.duration_ms = col::<Option<i64>>(r, "duration_ms")?.map(|d| d.max(0) as u64);
+    e.worker = col(r, "worker")?;
+    e.actor = col(r, "actor")?;
+    e.reason = col(r, "reason")?;
+    Ok(e)
+}
