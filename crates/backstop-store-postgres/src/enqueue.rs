@@ -74,7 +74,7 @@ pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueRes
             results[i] = Some(if id == t.id {
                 // The same task sent again (a repeated request with the same id).
                 EnqueueResult::Created(id)
-            } else if same_payload(payload, &t.payload) {
+            } else if backstop_core::idempotency::same_payload(payload, &t.payload) {
                 EnqueueResult::Existing(id)
             } else {
                 EnqueueResult::Conflict(id)
@@ -116,20 +116,5 @@ async fn insert(db: &Db, p: &EnqueueParams) -> Result<HashSet<TaskId>, StoreErro
             }
             Err(e) => return Err(db_err(e)),
         }
-    }
-}
-
-/// Byte-identical, or the same JSON value written differently (key order, spacing): the
-/// SQLite store's rule, which the conformance suite checks.
-fn same_payload(a: &[u8], b: &[u8]) -> bool {
-    if a == b {
-        return true;
-    }
-    match (
-        serde_json::from_slice::<serde_json::Value>(a),
-        serde_json::from_slice::<serde_json::Value>(b),
-    ) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
     }
 }

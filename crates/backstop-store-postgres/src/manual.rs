@@ -5,34 +5,9 @@
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
+use backstop_core::manual::{CANCEL, ManualAction as Action, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
 use backstop_core::{StoreError, Task, Transition, transition};
-
-struct Action {
-    transition: Transition,
-    name: &'static str,
-    expected: &'static str,
-    event: &'static str,
-}
-
-const RETRY: Action = Action {
-    transition: Transition::ManualRetry,
-    name: "retry",
-    expected: "failed or compensated",
-    event: "retried",
-};
-const RESOLVE: Action = Action {
-    transition: Transition::Resolve,
-    name: "resolve",
-    expected: "failed",
-    event: "resolved",
-};
-const CANCEL: Action = Action {
-    transition: Transition::Cancel,
-    name: "cancel",
-    expected: "pending",
-    event: "canceled",
-};
 
 const LOCK: &str = "
 SELECT status, attempts, max_attempts, att_started_at, att_ended_at, att_outcome, att_error,

@@ -180,7 +180,7 @@ fn existing_one(existing: &mut Stmt<'_>, t: &NewTask) -> Result<EnqueueResult, S
         let id = parse_id(row.blob(0))?;
         result = Some(if id == t.id {
             EnqueueResult::Created(id)
-        } else if same_payload(row.blob(1), &t.payload) {
+        } else if backstop_core::idempotency::same_payload(row.blob(1), &t.payload) {
             EnqueueResult::Existing(id)
         } else {
             EnqueueResult::Conflict(id)
@@ -188,18 +188,4 @@ fn existing_one(existing: &mut Stmt<'_>, t: &NewTask) -> Result<EnqueueResult, S
         Ok(())
     })?;
     result.ok_or_else(|| StoreError::Database("an enqueued task has no row".into()))
-}
-
-/// Byte-identical, or the same JSON value written differently (key order, spacing).
-fn same_payload(a: &[u8], b: &[u8]) -> bool {
-    if a == b {
-        return true;
-    }
-    match (
-        serde_json::from_slice::<serde_json::Value>(a),
-        serde_json::from_slice::<serde_json::Value>(b),
-    ) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
 }

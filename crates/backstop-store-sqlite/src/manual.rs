@@ -4,35 +4,10 @@
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
+use backstop_core::manual::{CANCEL, ManualAction as Action, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
 use backstop_core::{StoreError, Task, Transition, transition};
 use sqlx::{Connection, Row, SqliteConnection};
-
-struct Action {
-    transition: Transition,
-    name: &'static str,
-    expected: &'static str,
-    event: &'static str,
-}
-
-const RETRY: Action = Action {
-    transition: Transition::ManualRetry,
-    name: "retry",
-    expected: "failed or compensated",
-    event: "retried",
-};
-const RESOLVE: Action = Action {
-    transition: Transition::Resolve,
-    name: "resolve",
-    expected: "failed",
-    event: "resolved",
-};
-const CANCEL: Action = Action {
-    transition: Transition::Cancel,
-    name: "cancel",
-    expected: "pending",
-    event: "canceled",
-};
 
 pub(crate) async fn retry(
     conn: &mut SqliteConnection,
