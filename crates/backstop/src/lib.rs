@@ -69,9 +69,12 @@ pub async fn connect_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
                 backstop_store_postgres::PostgresStore::connect(opts).await?,
             ))
         }
-        "mysql" | "mariadb" => Err(StoreError::Open(format!(
-            "{scheme}: this build of backstop has no {scheme} store yet; use a sqlite: URL"
-        ))),
+        "mysql" | "mariadb" => {
+            let opts = backstop_store_mysql::MysqlOptions::from_url(url)?;
+            Ok(Arc::new(
+                backstop_store_mysql::MysqlStore::connect(opts).await?,
+            ))
+        }
         _ => Err(StoreError::Open(format!(
             "{url:?}: unknown database URL scheme (expected sqlite:, postgres: or mysql:)"
         ))),

@@ -1,0 +1,87 @@
+//! Claim: lease due pending tasks of one kind, bumping `attempts` and the fencing `epoch`.
+//!
+//! MySQL has no `UPDATE … RETURNING` (MariaDB has it only for `INSERT` and `DELETE`), so one
+//! transaction selects the due rows with `FOR UPDATE SKIP LOCKED` — rows another claimer is
+//! leasing right now are passed over, never waited for — and then leases exactly those rows
+//! by primary key. The selected values are the leased ones less the increments, which the
+//! row locks guarantee; no read-back is needed.
+
+use crate::Db;
+use crate::row::{col, from_ms, opt_time, parse_id, to_ms};
+use crate::shapes::{padded_lists, repeat};
+use crate::tx::{Fail, Retry, transaction};
+use backstop_core::StoreError;
+use backstop_core::store::{ClaimParams, ClaimedTask};
+use sqlx::MySqlConnection;
+
+/// The due tasks, oldest `run_at` first (then oldest enqueued), through the `due` index
+/// (status 0 is pending).
+pub(crate) const PICK: &str = "
+SELECT seq, id, `key`, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
+       created_at
+FROM {tasks}
+WHERE status = 0 AND kind = ? AND run_at <= ?
+ORDER BY run_at, seq
+LIMIT ?
+FOR UPDATE SKIP LOCKED";
+
+/// Leases the picked rows: owner, lease end, now, now, owner, then the `seq` list.
+const LEASE: &str = "
+UPDATE {tasks}
+SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
+    lease_owner = ?, lease_until = ?, updated_at = ?, att_started_at = ?, att_worker = ?
+WHERE seq IN ";
+
+pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
+    if p.limit == 0 {
+        return Ok(Vec::new());
+    }
+    transaction!(db, Retry::Locks, |conn| lease(db, conn, p).await)
+}
+
+async fn lease(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    p: &ClaimParams,
+) -> Result<Vec<ClaimedTask>, Fail> {
+    let now = to_ms(p.now);
+    let rows = sqlx::query(db.tables.q(PICK))
+        .bind(p.kind.as_str())
+        .bind(now)
+        .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut seqs = Vec::with_capacity(rows.len());
+    let mut claimed = Vec::with_capacity(rows.len());
+    for r in &rows {
+        seqs.push(col::<i64, _>(r, "seq")?);
+        // The lease below adds one to both, in this same transaction.
+        claimed.push(ClaimedTask {
+            id: parse_id(&col::<Vec<u8>, _>(r, "id")?)?,
+            kind: p.kind.clone(),
+            key: crate::row::text(r, "key")?,
+            payload: col(r, "payload")?,
+            attempt: (col::<i64, _>(r, "attempts")? + 1) as u32,
+            max_attempts: col::<i64, _>(r, "max_attempts")? as u32,
+            epoch: col::<i64, _>(r, "epoch")? + 1,
+            run_at: from_ms(col(r, "run_at")?),
+            expires_at: opt_time(r, "expires_at")?,
+            traceparent: col(r, "traceparent")?,
+            created_at: from_ms(col(r, "created_at")?),
+        });
+    }
+    for list in padded_lists(&seqs) {
+        let sql = format!("{LEASE}({})", repeat("?", ", ", list.len()));
+        let mut q = sqlx::query(db.tables.q(&sql))
+            .bind(p.owner.as_str())
+            .bind(to_ms(p.lease_until))
+            .bind(now)
+            .bind(now)
+            .bind(p.owner.as_str());
+        for seq in list {
+            q = q.bind(seq);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(claimed)
+}

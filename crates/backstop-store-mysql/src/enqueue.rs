@@ -1,0 +1,220 @@
+//! Enqueue: a batch in one transaction, idempotent by `(kind, key)`, results in order.
+//!
+//! A batch of new keys that fits one `INSERT` is that statement alone (see
+//! [`insert_all_new`]). Otherwise the batch first looks up which `(kind, key)` already exist
+//! (one `OR` chain over the unique index per list of pairs), decides each task's fate in order
+//! — an earlier task of the same batch counts as existing — and inserts only the new ones,
+//! many rows per `INSERT`. A concurrent enqueue of the same `(kind, key)` that commits first
+//! makes the `INSERT` fail with a duplicate key; the transaction is then tried again and finds
+//! the winner's row. (`INSERT IGNORE` would also turn a too-long value into a silent
+//! truncation, and `ON DUPLICATE KEY UPDATE` cannot tell a new row from an existing one when
+//! the driver asks for found rows, as sqlx does.)
+
+use crate::Db;
+use crate::row::{col, id_bytes, parse_id, text, to_ms};
+use crate::shapes::{chunks, padded_lists, repeat};
+use crate::tx::{Fail, Retry, db_err, transaction, worth_another_try};
+use backstop_core::idempotency::same_payload;
+use backstop_core::store::{EnqueueParams, EnqueueResult};
+use backstop_core::{NewTask, StoreError, TaskId};
+use sqlx::MySqlConnection;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Rows per `INSERT`, largest first.
+const SHAPES: &[usize] = &[128, 32, 8, 2, 1];
+
+/// Payload bytes per `INSERT` before a smaller shape is used: well below the server's
+/// `max_allowed_packet` (16 MiB on MariaDB, 64 MiB on MySQL by default).
+const MAX_STATEMENT_BYTES: usize = 4 << 20;
+
+const INSERT: &str = "INSERT INTO {tasks} (id, kind, `key`, payload, max_attempts, run_at, \
+                      expires_at, traceparent, created_at, updated_at) VALUES ";
+const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+const EXISTING: &str = "SELECT id, kind, `key`, payload FROM {tasks} WHERE ";
+const PAIR: &str = "(kind = ? AND `key` = ?)";
+
+/// What the batch knows of one `(kind, key)`: the task's id and payload.
+type Known<'a> = HashMap<(String, String), (TaskId, Cow<'a, [u8]>)>;
+
+pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueResult>, StoreError> {
+    if p.tasks.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(results) = insert_all_new(db, p).await? {
+        return Ok(results);
+    }
+    transaction!(db, Retry::LocksAndDuplicates, |conn| {
+        enqueue_once(db, conn, p).await
+    })
+}
+
+/// The common case in one round trip: a batch of new keys that fits one `INSERT` (a single
+/// task, say) is that statement alone, outside any transaction — one statement is atomic by
+/// itself. `None` when a key already exists (or the batch is larger, or the statement lost a
+/// lock race): the caller looks before inserting, in a transaction.
+async fn insert_all_new(
+    db: &Db,
+    p: &EnqueueParams,
+) -> Result<Option<Vec<EnqueueResult>>, StoreError> {
+    let tasks: Vec<&NewTask> = p.tasks.iter().collect();
+    let groups = by_size(&tasks);
+    let [group] = groups.as_slice() else {
+        return Ok(None);
+    };
+    if chunks(group, SHAPES).len() != 1 {
+        return Ok(None);
+    }
+    let mut pairs: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| (t.kind.as_str(), t.key.as_str()))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    if pairs.len() != tasks.len() {
+        return Ok(None);
+    }
+    let mut conn = db.pool.acquire().await.map_err(db_err)?;
+    match insert(db, &mut conn, &tasks, to_ms(p.now)).await {
+        Ok(()) => Ok(Some(
+            tasks.iter().map(|t| EnqueueResult::Created(t.id)).collect(),
+        )),
+        Err(Fail::Sql(e)) if worth_another_try(&e, Retry::LocksAndDuplicates) => Ok(None),
+        Err(Fail::Sql(e)) => Err(db_err(e)),
+        Err(Fail::Store(e)) => Err(e),
+    }
+}
+
+async fn enqueue_once(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    p: &EnqueueParams,
+) -> Result<Vec<EnqueueResult>, Fail> {
+    let mut known = existing(db, conn, &p.tasks).await?;
+    let mut results = Vec::with_capacity(p.tasks.len());
+    let mut new = Vec::new();
+    for t in &p.tasks {
+        let pair = (t.kind.clone(), t.key.clone());
+        results.push(match known.get(&pair) {
+            Some((id, _)) if *id == t.id => EnqueueResult::Created(*id),
+            Some((id, payload)) if same_payload(payload, &t.payload) => {
+                EnqueueResult::Existing(*id)
+            }
+            Some((id, _)) => EnqueueResult::Conflict(*id),
+            None => {
+                known.insert(pair, (t.id, Cow::Borrowed(&t.payload)));
+                new.push(t);
+                EnqueueResult::Created(t.id)
+            }
+        });
+    }
+    insert(db, conn, &new, to_ms(p.now)).await?;
+    Ok(results)
+}
+
+/// The rows that already hold the batch's `(kind, key)` pairs.
+async fn existing<'a>(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    tasks: &[NewTask],
+) -> Result<Known<'a>, Fail> {
+    let mut pairs: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| (t.kind.as_str(), t.key.as_str()))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut known = Known::new();
+    for list in padded_lists(&pairs) {
+        let sql = format!("{EXISTING}{}", repeat(PAIR, " OR ", list.len()));
+        let mut q = sqlx::query(db.tables.q(&sql));
+        for (kind, key) in list {
+            q = q.bind(kind).bind(key);
+        }
+        for r in q.fetch_all(&mut *conn).await? {
+            let id = parse_id(&col::<Vec<u8>, _>(&r, "id")?)?;
+            let payload: Vec<u8> = col(&r, "payload")?;
+            known.insert(
+                (text(&r, "kind")?, text(&r, "key")?),
+                (id, Cow::Owned(payload)),
+            );
+        }
+    }
+    Ok(known)
+}
+
+/// Inserts the new tasks, many rows per statement.
+async fn insert(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    new: &[&NewTask],
+    now: i64,
+) -> Result<(), Fail> {
+    for group in by_size(new) {
+        for chunk in chunks(group, SHAPES) {
+            let sql = format!("{INSERT}{}", repeat(ROW, ", ", chunk.len()));
+            let mut q = sqlx::query(db.tables.q(&sql));
+            for t in chunk {
+                q = q
+                    .bind(id_bytes(&t.id))
+                    .bind(t.kind.as_str())
+                    .bind(t.key.as_str())
+                    .bind(t.payload.as_slice())
+                    .bind(i64::from(t.max_attempts))
+                    .bind(to_ms(t.run_at))
+                    .bind(t.expires_at.map(to_ms))
+                    .bind(t.traceparent.as_deref())
+                    .bind(now)
+                    .bind(now);
+            }
+            q.execute(&mut *conn).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Consecutive runs of tasks whose payloads together stay within [`MAX_STATEMENT_BYTES`]
+/// (a run holds at least one task, however large).
+fn by_size<'a, 'b>(tasks: &'b [&'a NewTask]) -> Vec<&'b [&'a NewTask]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, t) in tasks.iter().enumerate() {
+        let size = t.payload.len() + t.key.len() + 64;
+        if i > start && bytes + size > MAX_STATEMENT_BYTES {
+            out.push(&tasks[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < tasks.len() {
+        out.push(&tasks[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_payloads_are_split_across_statements() {
+        let big = |n: usize| NewTask {
+            id: TaskId::new(),
+            kind: "k".into(),
+            key: format!("k{n}"),
+            payload: vec![b'x'; n],
+            max_attempts: 1,
+            run_at: jiff::Timestamp::UNIX_EPOCH,
+            expires_at: None,
+            traceparent: None,
+        };
+        let tasks: Vec<NewTask> = vec![big(3 << 20), big(3 << 20), big(10), big(9 << 20)];
+        let refs: Vec<&NewTask> = tasks.iter().collect();
+        let groups = by_size(&refs);
+        assert_eq!(
+            groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
+            vec![1, 2, 1]
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Leases a worker holds: heartbeats extend them, release gives them back at shutdown.
+
+use crate::Db;
+use crate::ended::{HELD_COLUMNS, Held, Move, move_rows, record_attempts};
+use crate::row::{col, id_bytes, parse_id, to_ms};
+use crate::shapes::{padded_lists, repeat};
+use crate::tx::{Fail, Retry, db_err, transaction};
+use backstop_core::store::{HeartbeatParams, LeaseRef, ReleaseParams};
+use backstop_core::{Status, StoreError, Transition, transition};
+use sqlx::MySqlConnection;
+use std::collections::HashSet;
+
+/// One lease of a list, as an `OR` chain term over the unique `id` index.
+const LEASE: &str = "(id = ? AND epoch = ?)";
+
+fn leases_sql(head: &str, n: usize, tail: &str) -> String {
+    format!("{head}({}){tail}", repeat(LEASE, " OR ", n))
+}
+
+/// Extends the listed leases still held by `owner`. Binds: lease end, now, owner, leases.
+const HEARTBEAT: &str =
+    "UPDATE {tasks} SET lease_until = ?, updated_at = ? WHERE status = 1 AND lease_owner = ? AND ";
+
+/// Which of the listed leases `owner` holds. Binds: owner, leases.
+const HELD_BY: &str = "SELECT id, epoch FROM {tasks} WHERE status = 1 AND lease_owner = ? AND ";
+
+/// Extends leases; returns those that were lost.
+///
+/// One `UPDATE` per list of leases, outside any transaction: when it matches every lease, none
+/// was lost. Otherwise a read says which are held. A lease matched then is matched by the
+/// update too (an epoch never comes back), so the only race reports a lease lost just after
+/// it was extended — which it is.
+pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
+    let distinct: Vec<LeaseRef> = {
+        let mut seen = HashSet::new();
+        p.leases
+            .iter()
+            .filter(|l| seen.insert(**l))
+            .copied()
+            .collect()
+    };
+    if distinct.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut extended = 0;
+    for list in padded_lists(&distinct) {
+        let mut q = sqlx::query(db.tables.q(&leases_sql(HEARTBEAT, list.len(), "")))
+            .bind(to_ms(p.lease_until))
+            .bind(to_ms(p.now))
+            .bind(p.owner.as_str());
+        for l in &list {
+            q = q.bind(id_bytes(&l.id).to_vec()).bind(l.epoch);
+        }
+        extended += q.execute(&db.pool).await.map_err(db_err)?.rows_affected();
+    }
+    if extended as usize == distinct.len() {
+        return Ok(Vec::new());
+    }
+    let mut held = HashSet::new();
+    for list in padded_lists(&distinct) {
+        let mut q =
+            sqlx::query(db.tables.q(&leases_sql(HELD_BY, list.len(), ""))).bind(p.owner.as_str());
+        for l in &list {
+            q = q.bind(id_bytes(&l.id).to_vec()).bind(l.epoch);
+        }
+        for r in q.fetch_all(&db.pool).await.map_err(db_err)? {
+            held.insert(LeaseRef {
+                id: parse_id(&col::<Vec<u8>, _>(&r, "id")?)?,
+                epoch: col(&r, "epoch")?,
+            });
+        }
+    }
+    Ok(p.leases
+        .iter()
+        .filter(|l| !held.contains(l))
+        .copied()
+        .collect())
+}
+
+/// Gives leases back unfinished; each attempt is recorded as `interrupted` and its task runs
+/// again now. Returns how many were still held.
+pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
+    if p.leases.is_empty() {
+        return Ok(0);
+    }
+    let now = to_ms(p.now);
+    let pending = transition(Status::Running, Transition::Release)
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+    transaction!(db, Retry::Locks, |conn| {
+        release_held(db, conn, p, now, pending).await
+    })
+}
+
+/// Records and moves the listed leases still held; returns how many.
+async fn release_held(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    p: &ReleaseParams,
+    now: i64,
+    pending: Status,
+) -> Result<u64, Fail> {
+    let mut rows = Vec::new();
+    for list in padded_lists(&p.leases) {
+        let head = format!("SELECT {HELD_COLUMNS} FROM {{tasks}} WHERE status = 1 AND ");
+        let sql = leases_sql(&head, list.len(), " ORDER BY seq FOR UPDATE");
+        let mut q = sqlx::query(db.tables.q(&sql));
+        for l in &list {
+            q = q.bind(id_bytes(&l.id).to_vec()).bind(l.epoch);
+        }
+        for r in q.fetch_all(&mut *conn).await? {
+            let h = Held::read(&r)?;
+            if !rows.iter().any(|o: &Held| o.seq == h.seq) {
+                rows.push(h);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    record_attempts(
+        db,
+        conn,
+        &rows,
+        now,
+        "interrupted",
+        "released at shutdown by ",
+    )
+    .await?;
+    let seqs: Vec<i64> = rows.iter().map(|h| h.seq).collect();
+    let to_pending = Move {
+        to: pending,
+        run_at: Some(now),
+        reason: None,
+        last_error: None,
+        now,
+    };
+    move_rows(db, conn, &seqs, &to_pending).await?;
+    Ok(rows.len() as u64)
+}

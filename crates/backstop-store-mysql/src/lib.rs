@@ -1,0 +1,162 @@
+//! The MySQL 8.0.1+ / MariaDB 10.6+ store of backstop: several backstop processes share one
+//! ledger and its work.
+//!
+//! Tables carry a prefix (`backstop_` unless `?prefix=NAME_` says otherwise), so that several
+//! ledgers, or a ledger and an application, share a database. Claims pick due rows with
+//! `SELECT … FOR UPDATE SKIP LOCKED` through an index of `(status, kind, run_at)` and lease
+//! them in the same transaction, so claimers never wait for one another nor share a task;
+//! completions are fenced by the claim's `epoch`. Sessions run at READ COMMITTED (no gap
+//! locks), and a transaction that loses a lock race (deadlock, lock wait timeout) is tried
+//! again a bounded number of times. A write is acknowledged after InnoDB's commit, which is
+//! durable with the server's default `innodb_flush_log_at_trx_commit = 1`.
+
+#![warn(missing_docs)]
+
+mod claim;
+mod complete;
+mod connect;
+mod ended;
+mod enqueue;
+mod lease;
+mod manual;
+mod migrate;
+#[cfg(test)]
+mod plans;
+mod read;
+mod rescue;
+mod row;
+mod shapes;
+mod tables;
+mod tx;
+
+pub use connect::{DEFAULT_MAX_CONNECTIONS, MysqlOptions};
+pub use tables::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
+
+use backstop_core::store::*;
+use backstop_core::{Event, Task, TaskId};
+use sqlx::mysql::MySqlPool;
+use std::sync::Arc;
+use tables::Tables;
+
+/// The MySQL / MariaDB ledger. Clones share one connection pool.
+#[derive(Clone)]
+pub struct MysqlStore {
+    db: Arc<Db>,
+}
+
+/// What every statement needs: the pool and the names of the tables.
+pub(crate) struct Db {
+    pub(crate) pool: MySqlPool,
+    pub(crate) tables: Tables,
+}
+
+impl MysqlStore {
+    /// Connects to a `mysql:` (or `mariadb:`) URL and applies migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(MysqlOptions::from_url(url)?).await
+    }
+
+    /// Connects with explicit options and applies migrations.
+    pub async fn open_with(opts: MysqlOptions) -> Result<Self, StoreError> {
+        let store = Self::connect(opts).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects without migrating (for `backstop migrate` and for checks).
+    pub async fn connect(opts: MysqlOptions) -> Result<Self, StoreError> {
+        let tables = Tables::new(&opts.prefix)?;
+        let pool = connect::open(&opts).await?;
+        Ok(MysqlStore {
+            db: Arc::new(Db { pool, tables }),
+        })
+    }
+
+    /// The prefix of the ledger's table names.
+    pub fn prefix(&self) -> &str {
+        self.db.tables.prefix()
+    }
+
+    /// The newest schema version this build knows (see `{prefix}schema`).
+    pub fn known_schema_version() -> i64 {
+        migrate::known()
+    }
+
+    /// Closes the pool's connections, waiting for those in use to be returned.
+    pub async fn close(&self) {
+        self.db.pool.close().await;
+    }
+}
+
+impl Store for MysqlStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(migrate::run(&self.db))
+    }
+
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
+        Box::pin(async move { enqueue::enqueue(&self.db, &p).await })
+    }
+
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        Box::pin(async move { claim::claim(&self.db, &p).await })
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        Box::pin(async move { complete::complete(&self.db, &p).await })
+    }
+
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move { lease::heartbeat(&self.db, &p).await })
+    }
+
+    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
+        Box::pin(async move { rescue::rescue(&self.db, &p).await })
+    }
+
+    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { rescue::expire(&self.db, &p).await })
+    }
+
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { lease::release(&self.db, &p).await })
+    }
+
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(read::get(&self.db, id))
+    }
+
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        Box::pin(read::get_by_key(&self.db, kind, key))
+    }
+
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(read::timeline(&self.db, id))
+    }
+
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { read::list(&self.db, &p).await })
+    }
+
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::retry(&self.db, &p).await })
+    }
+
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::resolve(&self.db, &p).await })
+    }
+
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::cancel(&self.db, &p).await })
+    }
+
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
+        Box::pin(read::counts(&self.db, kind))
+    }
+}

@@ -1,0 +1,129 @@
+//! Versioned migrations, embedded in the binary and recorded in `{prefix}schema`.
+//!
+//! MySQL commits each DDL statement by itself, so migrations cannot run in one transaction:
+//! instead every process takes a server-wide named lock (`GET_LOCK`) for this database and
+//! prefix first, so that several processes starting at once apply each migration exactly
+//! once; the others wait and then find nothing left to do. Each statement is written to be
+//! repeatable (`IF NOT EXISTS`), so a migration interrupted half way is finished by the next
+//! run.
+
+use crate::Db;
+use crate::row::to_ms;
+use crate::tx::db_err;
+use backstop_core::StoreError;
+use sqlx::MySqlConnection;
+use sqlx::pool::PoolConnection;
+
+/// Every migration this build knows: (version, name, SQL).
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "ledger", include_str!("../migrations/0001_ledger.sql"))];
+
+/// How long a process waits for another one's migration before giving up.
+const LOCK_WAIT_SECS: i64 = 120;
+
+/// The lock's name: one per database and prefix, within MySQL's 64 characters.
+const LOCK_NAME: &str = "CONCAT('backstop:', SHA1(CONCAT(COALESCE(DATABASE(), ''), '.', ?)))";
+
+/// The newest schema version this build knows.
+pub(crate) fn known() -> i64 {
+    MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+pub(crate) async fn run(db: &Db) -> Result<(), StoreError> {
+    let mut conn = db.pool.acquire().await.map_err(db_err)?;
+    let prefix = db.tables.prefix();
+    let got: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT GET_LOCK({LOCK_NAME}, ?)"
+    )))
+    .bind(prefix)
+    .bind(LOCK_WAIT_SECS)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    if got != Some(1) {
+        return Err(StoreError::Open(format!(
+            "another process held the migration lock for {LOCK_WAIT_SECS} s"
+        )));
+    }
+    let result = apply(db, &mut conn).await;
+    release(&mut conn, prefix).await;
+    result
+}
+
+/// Gives the lock back; a connection that cannot is closed instead (which releases it).
+async fn release(conn: &mut PoolConnection<sqlx::MySql>, prefix: &str) {
+    let released = sqlx::query(sqlx::AssertSqlSafe(format!("DO RELEASE_LOCK({LOCK_NAME})")))
+        .bind(prefix)
+        .execute(&mut **conn)
+        .await;
+    if let Err(e) = released {
+        tracing::warn!(error = %e, "could not release the migration lock; closing the connection");
+        conn.close_on_drop();
+    }
+}
+
+async fn apply(db: &Db, conn: &mut MySqlConnection) -> Result<(), StoreError> {
+    let t = &db.tables;
+    sqlx::raw_sql(t.q("CREATE TABLE IF NOT EXISTS {schema} (
+            version    BIGINT       NOT NULL PRIMARY KEY,
+            name       VARCHAR(255) NOT NULL,
+            applied_at BIGINT       NOT NULL
+        ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4"))
+    .execute(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    let current: i64 = sqlx::query_scalar(t.q("SELECT COALESCE(MAX(version), 0) FROM {schema}"))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    let known = known();
+    if current > known {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            known,
+        });
+    }
+    for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        for statement in statements(sql) {
+            sqlx::raw_sql(t.q(statement))
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| StoreError::Open(format!("migration {version} ({name}): {e}")))?;
+        }
+        sqlx::query(t.q("INSERT INTO {schema} (version, name, applied_at) VALUES (?, ?, ?)"))
+            .bind(version)
+            .bind(name)
+            .bind(to_ms(jiff::Timestamp::now()))
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        tracing::info!(version, name, prefix = t.prefix(), "applied migration");
+    }
+    Ok(())
+}
+
+/// The statements of a migration file: split at each `;` that ends a line.
+fn statements(sql: &str) -> impl Iterator<Item = &str> {
+    sql.split(";\n").map(str::trim).filter(|s| {
+        s.lines()
+            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_split_into_whole_statements() {
+        for (version, _, sql) in MIGRATIONS {
+            let parts: Vec<&str> = statements(sql).collect();
+            assert!(!parts.is_empty(), "migration {version}");
+            for p in parts {
+                assert!(!p.contains(';'), "a ';' inside a statement: {p}");
+                assert!(p.contains("IF NOT EXISTS"), "not repeatable: {p}");
+            }
+        }
+        assert_eq!(statements(MIGRATIONS[0].2).count(), 2);
+    }
+}

@@ -1,0 +1,174 @@
+//! Reads: tasks, listings, counts and the timeline. Plain (non-locking) reads of the latest
+//! committed rows.
+
+use crate::Db;
+use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, parse_status, status_code, task};
+use crate::tx::db_err;
+use backstop_core::store::{ListParams, StatusCounts};
+use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySql, QueryBuilder};
+
+/// One task.
+pub(crate) async fn get(db: &Db, id: TaskId) -> Result<Option<Task>, StoreError> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE id = ?");
+    sqlx::query(db.tables.q(&sql))
+        .bind(id_bytes(&id))
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(db_err)?
+        .as_ref()
+        .map(task)
+        .transpose()
+}
+
+/// One task by its business identity.
+pub(crate) async fn get_by_key(db: &Db, kind: &str, key: &str) -> Result<Option<Task>, StoreError> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE kind = ? AND `key` = ?");
+    sqlx::query(db.tables.q(&sql))
+        .bind(kind)
+        .bind(key)
+        .fetch_optional(&db.pool)
+        .await
+        .map_err(db_err)?
+        .as_ref()
+        .map(task)
+        .transpose()
+}
+
+/// Tasks, newest first (by insertion order).
+pub(crate) async fn list(db: &Db, p: &ListParams) -> Result<Vec<Task>, StoreError> {
+    let mut qb: QueryBuilder<MySql> = QueryBuilder::new(
+        db.tables
+            .sql(&format!("SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE 1 = 1")),
+    );
+    if let Some(kind) = &p.kind {
+        qb.push(" AND kind = ").push_bind(kind.as_str());
+    }
+    if let Some(key) = &p.key {
+        qb.push(" AND `key` = ").push_bind(key.as_str());
+    }
+    if let Some(status) = p.status {
+        qb.push(" AND status = ").push_bind(status_code(status));
+    }
+    if let Some(before) = p.before {
+        qb.push(
+            db.tables
+                .sql(" AND seq < (SELECT seq FROM {tasks} WHERE id = "),
+        )
+        .push_bind(before.0.as_bytes().to_vec())
+        .push(")");
+    }
+    qb.push(" ORDER BY seq DESC LIMIT ")
+        .push_bind(i64::try_from(p.limit).unwrap_or(i64::MAX));
+    qb.build()
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
+
+/// Tasks per status, for one kind or all.
+pub(crate) async fn counts(db: &Db, kind: Option<&str>) -> Result<StatusCounts, StoreError> {
+    let rows = match kind {
+        Some(kind) => {
+            sqlx::query(
+                db.tables
+                    .q("SELECT status, COUNT(*) AS n FROM {tasks} WHERE kind = ? GROUP BY status"),
+            )
+            .bind(kind)
+            .fetch_all(&db.pool)
+            .await
+        }
+        None => {
+            sqlx::query(
+                db.tables
+                    .q("SELECT status, COUNT(*) AS n FROM {tasks} GROUP BY status"),
+            )
+            .fetch_all(&db.pool)
+            .await
+        }
+    }
+    .map_err(db_err)?;
+    let mut c = StatusCounts::default();
+    for r in rows {
+        let n = col::<i64, _>(&r, "n")? as u64;
+        match parse_status(col(&r, "status")?)? {
+            Status::Pending => c.pending = n,
+            Status::Running => c.running = n,
+            Status::Succeeded => c.succeeded = n,
+            Status::Failed => c.failed = n,
+            Status::Compensated => c.compensated = n,
+        }
+    }
+    Ok(c)
+}
+
+/// The whole timeline of a task, oldest first: creation, the events table, and the latest
+/// attempt that lives on the task row.
+pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreError> {
+    let id_blob = id_bytes(&id);
+    let Some(t) = sqlx::query(db.tables.q(
+        "SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
+                att_http_status, att_worker
+         FROM {tasks} WHERE id = ?",
+    ))
+    .bind(id_blob)
+    .fetch_optional(&db.pool)
+    .await
+    .map_err(db_err)?
+    else {
+        return Err(StoreError::NotFound(id));
+    };
+    let mut events = vec![Event::new(
+        EventType::Created,
+        from_ms(col(&t, "created_at")?),
+    )];
+    let rows = sqlx::query(db.tables.q(
+        "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+         FROM {events} WHERE task_id = ? ORDER BY seq",
+    ))
+    .bind(id_blob)
+    .fetch_all(&db.pool)
+    .await
+    .map_err(db_err)?;
+    for r in &rows {
+        events.push(event(r)?);
+    }
+    // The latest attempt lives on the task row: finished (outcome set) or in progress.
+    if let Some(started) = col::<Option<i64>, _>(&t, "att_started_at")? {
+        let ended = col::<Option<i64>, _>(&t, "att_ended_at")?;
+        let outcome = col::<Option<String>, _>(&t, "att_outcome")?;
+        let mut e = Event::new(EventType::Attempt, from_ms(ended.unwrap_or(started)));
+        e.attempt = Some(col::<i64, _>(&t, "attempts")? as u32);
+        e.outcome = outcome.as_deref().and_then(AttemptOutcome::parse);
+        e.error = col(&t, "att_error")?;
+        e.http_status = col::<Option<i64>, _>(&t, "att_http_status")?.map(|s| s as u16);
+        e.duration_ms = ended.map(|end| (end - started).max(0) as u64);
+        e.worker = col(&t, "att_worker")?;
+        events.push(e);
+    }
+    // Stable: equal times keep the order above (creation first, then the table's order).
+    events.sort_by_key(|e| e.at);
+    Ok(events)
+}
+
+fn event(r: &MySqlRow) -> Result<Event, StoreError> {
+    let kind: String = col(r, "type")?;
+    let kind = EventType::parse(&kind)
+        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;
+    let mut e = Event::new(kind, from_ms(col(r, "at")?));
+    e.attempt = col::<Option<i64>, _>(r, "attempt")?.map(|a| a as u32);
+    e.outcome = col::<Option<String>, _>(r, "outcome")?
+        .as_deref()
+        .and_then(AttemptOutcome::parse);
+    e.error = col(r, "error")?;
+    e.http_status = col::<Option<i64>, _>(r, "http_status")?.map(|s| s as u16);
+    e.duration_ms = col::<Option<i64>, _>(r, "duration_ms")?.map(|d| d.max(0) as u64);
+    e.worker = col(r, "worker")?;
+    e.actor = col(r, "actor")?;
+    e.reason = col(r, "reason")?;
+    Ok(e)
+}

@@ -1,0 +1,125 @@
+//! Transactions that are tried again when InnoDB picks them as a deadlock victim or gives up
+//! waiting for a lock: under concurrent claims, enqueues and rescues that is expected, and the
+//! work is safe to repeat because the transaction was rolled back whole.
+
+use backstop_core::StoreError;
+use std::time::Duration;
+
+/// How often a transaction is tried in all.
+const TRIES: u32 = 6;
+
+/// ER_LOCK_DEADLOCK.
+const DEADLOCK: u16 = 1213;
+/// ER_LOCK_WAIT_TIMEOUT.
+const LOCK_WAIT_TIMEOUT: u16 = 1205;
+/// ER_DUP_ENTRY.
+const DUPLICATE: u16 = 1062;
+
+/// Why a transaction body stopped: a database error (maybe worth another try) or an answer
+/// for the caller.
+pub(crate) enum Fail {
+    Sql(sqlx::Error),
+    Store(StoreError),
+}
+
+impl From<sqlx::Error> for Fail {
+    fn from(e: sqlx::Error) -> Self {
+        Fail::Sql(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Store(e)
+    }
+}
+
+/// Which errors a transaction is tried again on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Deadlocks and lock wait timeouts.
+    Locks,
+    /// Those, and a duplicate key: an enqueue that lost a race for a `(kind, key)` looks
+    /// again and finds the winner's row.
+    LocksAndDuplicates,
+}
+
+/// The store's form of a database error.
+pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
+    StoreError::Database(e.to_string())
+}
+
+/// The server's error number (1213, 1062, …), for a database error.
+pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .map(|d| d.number())
+}
+
+/// Whether `e` says the transaction lost a race that another try may win.
+pub(crate) fn worth_another_try(e: &sqlx::Error, retry: Retry) -> bool {
+    match error_number(e) {
+        Some(DEADLOCK | LOCK_WAIT_TIMEOUT) => true,
+        Some(DUPLICATE) => retry == Retry::LocksAndDuplicates,
+        _ => false,
+    }
+}
+
+/// Runs `$body` (an expression of type `Result<T, Fail>` that uses the connection `$conn`)
+/// in a transaction, committing when it is `Ok`; tries again (a bounded number of times,
+/// after a short randomised pause) when the database says the transaction lost a lock race.
+/// Evaluates to `Result<T, StoreError>`.
+///
+/// A macro rather than a function taking an async closure: the futures of such closures over
+/// a borrowed connection are not yet provably `Send` for every borrow, which `dyn Store`
+/// needs.
+macro_rules! transaction {
+    ($db:expr, $retry:expr, |$conn:ident| $body:expr) => {{
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let result: ::std::result::Result<_, $crate::tx::Fail> = async {
+                let mut tx = $db.pool.begin().await?;
+                let out = {
+                    let $conn: &mut ::sqlx::MySqlConnection = &mut *tx;
+                    $body
+                }?;
+                tx.commit().await?;
+                Ok(out)
+            }
+            .await;
+            if let Some(done) = $crate::tx::after_try(result, tries, $retry).await {
+                break done;
+            }
+        }
+    }};
+}
+pub(crate) use transaction;
+
+/// The answer after one try of a transaction, or `None` to try again (after a pause).
+pub(crate) async fn after_try<T>(
+    result: Result<T, Fail>,
+    tries: u32,
+    retry: Retry,
+) -> Option<Result<T, StoreError>> {
+    match result {
+        Ok(out) => Some(Ok(out)),
+        Err(Fail::Store(e)) => Some(Err(e)),
+        Err(Fail::Sql(e)) if tries < TRIES && worth_another_try(&e, retry) => {
+            tracing::debug!(tries, error = %e, "transaction lost a lock race; trying again");
+            // A duplicate key means the other transaction committed: look again at once.
+            if error_number(&e) != Some(DUPLICATE) {
+                tokio::time::sleep(pause(tries)).await;
+            }
+            None
+        }
+        Err(Fail::Sql(e)) => Some(Err(db_err(e))),
+    }
+}
+
+/// A few milliseconds, growing with each try, with jitter so that the losers of one race do
+/// not meet again.
+fn pause(tries: u32) -> Duration {
+    let random = uuid::Uuid::now_v7().as_bytes()[15] as u64;
+    Duration::from_millis(u64::from(tries) * 5 + random % 10)
+}
