@@ -79,6 +79,9 @@ pub struct ClaimParams {
     pub owner: String,
     pub now: Timestamp,
     pub lease_until: Timestamp,
+    /// The kind's attempt budget. A task stored without one (`max_attempts` 0, which is what
+    /// an outbox insert leaves) takes it at this claim, on its row and in the result.
+    pub max_attempts: u32,
 }
 
 /// A leased task: what a handler needs, and the fence for its completion.
@@ -231,6 +234,85 @@ impl StatusCounts {
     }
 }
 
+/// Takes or keeps the named leadership lease for `owner` until `until`: granted when nobody
+/// holds it, when the holder's lease ended at or before `now`, or when `owner` already holds
+/// it (a renewal, even a late one). Leadership elects the one process of many on a database
+/// that runs the singleton duties (lease rescue, expiry, retention).
+#[derive(Clone, Debug)]
+pub struct LeadershipParams {
+    /// Which leadership (one per set of duties).
+    pub name: String,
+    /// Who asks: the process's lease owner name.
+    pub owner: String,
+    /// The caller's clock: a lease that ended at or before it is free to take.
+    pub now: Timestamp,
+    /// The end of the lease when granted.
+    pub until: Timestamp,
+}
+
+/// Who holds a leadership lease, as an acquire left it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leadership {
+    /// The holder's lease owner name.
+    pub owner: String,
+    /// The end of the holder's lease.
+    pub until: Timestamp,
+    /// When the holder took it (kept by renewals).
+    pub since: Timestamp,
+}
+
+impl Leadership {
+    /// Whether `owner` holds it.
+    pub fn held_by(&self, owner: &str) -> bool {
+        self.owner == owner
+    }
+}
+
+/// Gives up the named leadership lease if `owner` holds it, so that another process takes it
+/// at once instead of after the lease runs out.
+#[derive(Clone, Debug)]
+pub struct ResignParams {
+    /// Which leadership.
+    pub name: String,
+    /// Who gives it up; nothing happens unless it holds it.
+    pub owner: String,
+}
+
+/// A finished status that retention may delete. `failed` is deliberately not one: dead
+/// letters stay until a person or a rule retries or resolves them, whatever the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Prunable {
+    /// `succeeded` tasks.
+    Succeeded,
+    /// `compensated` tasks.
+    Compensated,
+}
+
+impl Prunable {
+    /// Every status retention may delete.
+    pub const ALL: [Prunable; 2] = [Prunable::Succeeded, Prunable::Compensated];
+
+    /// The task status it names.
+    pub fn status(self) -> Status {
+        match self {
+            Prunable::Succeeded => Status::Succeeded,
+            Prunable::Compensated => Status::Compensated,
+        }
+    }
+}
+
+/// Deletes up to `limit` tasks of one finished status whose `updated_at` is before `before`,
+/// with their timelines (retention).
+#[derive(Clone, Debug)]
+pub struct PruneParams {
+    /// Which finished tasks.
+    pub status: Prunable,
+    /// Only tasks whose `updated_at` (when they finished) is before this.
+    pub before: Timestamp,
+    /// Most tasks deleted by one call.
+    pub limit: usize,
+}
+
 /// The durable ledger. Every backend implements this and passes `backstop-store-tests`.
 pub trait Store: Send + Sync + 'static {
     /// Applies pending schema migrations; idempotent.
@@ -289,4 +371,17 @@ pub trait Store: Send + Sync + 'static {
         &'a self,
         kind: Option<&'a str>,
     ) -> BoxFuture<'a, Result<StatusCounts, StoreError>>;
+
+    /// Takes or renews a leadership lease in one atomic step; returns who holds it afterwards
+    /// (the caller when granted).
+    fn acquire_leadership(
+        &self,
+        p: LeadershipParams,
+    ) -> BoxFuture<'_, Result<Leadership, StoreError>>;
+
+    /// Gives a leadership lease up; returns whether `owner` held it.
+    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>>;
+
+    /// Deletes old finished tasks and their events (retention); returns how many tasks went.
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>>;
 }

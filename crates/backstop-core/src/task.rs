@@ -115,6 +115,8 @@ pub struct Task {
     pub payload: Vec<u8>,
     pub status: Status,
     pub attempts: u32,
+    /// 0 on a task inserted through the outbox without one and not claimed yet: the kind's
+    /// limit, written by the first claim.
     pub max_attempts: u32,
     pub run_at: Timestamp,
     pub expires_at: Option<Timestamp>,

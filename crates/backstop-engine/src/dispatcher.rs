@@ -80,6 +80,7 @@ pub(crate) async fn run(
                 owner: shared.owner.clone(),
                 now,
                 lease_until: add(now, cfg.lease),
+                max_attempts: cfg.max_attempts,
             };
             let store = shared.store.clone();
             claiming = Some(tokio::spawn(async move { store.claim(p).await }));

@@ -8,8 +8,10 @@ use crate::executor::{Executor, HttpTarget};
 use crate::handler::Handler;
 use crate::heartbeat;
 use crate::inflight::InFlight;
+use crate::leader;
 use crate::metrics::KindMetrics;
 use crate::rescue;
+use crate::retention::{self, RetentionPolicy};
 use backstop_core::store::{EnqueueParams, EnqueueResult, ReleaseParams};
 use backstop_core::validate::DEFAULT_MAX_PAYLOAD;
 use backstop_core::{Clock, KindConfig, Store, SystemClock, Target};
@@ -29,8 +31,18 @@ pub struct EngineOptions {
     pub complete_batch: usize,
     /// How often an idle dispatcher looks for due work (local enqueues wake it sooner).
     pub poll_interval: Duration,
-    /// How often expired leases are rescued and expired tasks compensated.
+    /// How often expired leases are rescued and expired tasks compensated (by the leader).
     pub rescue_interval: Duration,
+    /// How long a leadership lease lasts unrenewed: when the leader dies, another process
+    /// takes over its singleton duties within about this long (plus `leader_renew`).
+    pub leader_lease: Duration,
+    /// How often the leader renews its lease and the others try to take it; shorter than
+    /// `leader_lease`. Processes' clocks must agree to within this.
+    pub leader_renew: Duration,
+    /// How long finished tasks are kept before the leader deletes them (default: forever).
+    pub retention: RetentionPolicy,
+    /// How often the leader looks for finished tasks past their retention.
+    pub retention_interval: Duration,
     /// How long in-flight attempts may finish after shutdown is asked.
     pub grace: Duration,
     /// Largest accepted payload, in bytes.
@@ -46,6 +58,10 @@ impl Default for EngineOptions {
             complete_batch: 1000,
             poll_interval: Duration::from_millis(250),
             rescue_interval: Duration::from_secs(1),
+            leader_lease: Duration::from_secs(5),
+            leader_renew: Duration::from_secs(1),
+            retention: RetentionPolicy::default(),
+            retention_interval: Duration::from_secs(60),
             grace: Duration::from_secs(10),
             max_payload: DEFAULT_MAX_PAYLOAD,
             worker_id: None,
@@ -81,6 +97,8 @@ pub(crate) struct Shared {
     /// Woken by local enqueues of pull kinds, so long-polling lease requests return promptly.
     pub(crate) pull_wake: Notify,
     pub(crate) metrics: HashMap<String, Arc<KindMetrics>>,
+    /// Whether this process leads (runs the singleton duties); set by the leader loop.
+    pub(crate) leading: watch::Sender<bool>,
 }
 
 /// Collects kinds, handlers and options.
@@ -192,6 +210,7 @@ impl EngineBuilder {
                 configs,
                 pull_wake: Notify::new(),
                 metrics,
+                leading: watch::Sender::new(false),
             }),
         })
     }
@@ -238,6 +257,12 @@ impl Engine {
     /// This process's lease owner name.
     pub fn worker(&self) -> &str {
         &self.shared.owner
+    }
+
+    /// Whether this engine currently leads: runs the singleton duties (lease rescue, expiry,
+    /// retention) for every process on its database.
+    pub fn is_leader(&self) -> bool {
+        *self.shared.leading.borrow()
     }
 
     /// Enqueues one task; durable when it returns.
@@ -329,10 +354,20 @@ impl Engine {
             (min_lease / 6).max(Duration::from_millis(100)),
             stop_rx.clone(),
         ));
+        let leader = tokio::spawn(leader::run(shared.clone(), stop_rx.clone()));
         let rescuer = tokio::spawn(rescue::run(
             shared.store.clone(),
             shared.clock.clone(),
             shared.opts.rescue_interval,
+            shared.leading.subscribe(),
+            stop_rx.clone(),
+        ));
+        let pruner = tokio::spawn(retention::run(
+            shared.store.clone(),
+            shared.clock.clone(),
+            shared.opts.retention.clone(),
+            shared.opts.retention_interval,
+            shared.leading.subscribe(),
             stop_rx.clone(),
         ));
         let mut dispatchers = Vec::new();
@@ -390,6 +425,8 @@ impl Engine {
         }
         let _ = heartbeat.await;
         let _ = rescuer.await;
+        let _ = pruner.await;
+        let _ = leader.await;
         tracing::info!("engine stopped");
     }
 }

@@ -1,6 +1,7 @@
 //! The engine: claims due tasks in batches, runs them on their targets under a per-kind
 //! concurrency limit, heartbeats long attempts, writes outcomes in batches, and rescues
-//! expired leases so that a crash strands nothing.
+//! expired leases so that a crash strands nothing, and prunes finished tasks by policy (both
+//! on the one process elected leader).
 
 mod completer;
 mod dispatcher;
@@ -10,14 +11,17 @@ mod executor;
 mod handler;
 mod heartbeat;
 mod inflight;
+pub mod leader;
 pub mod lease_token;
 pub mod metrics;
 pub mod pull;
 mod rescue;
+mod retention;
 mod worker_id;
 
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};
 pub use enqueue::{EnqueueError, EnqueueRequest, Enqueued};
 pub use handler::{Handler, TaskContext, handler};
 pub use pull::{Completed, LeaseRequest, Leased, PullError};
+pub use retention::RetentionPolicy;
 pub use worker_id::worker_id;

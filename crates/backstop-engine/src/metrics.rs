@@ -3,7 +3,7 @@
 //! are made once, so the hot path does no label lookups.
 
 use backstop_core::AttemptOutcome;
-use metrics::{Counter, Histogram, counter, histogram};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
 use std::time::Duration;
 
 /// Metric names, shared with the server's documentation.
@@ -15,6 +15,7 @@ pub mod names {
     pub const START_DELAY_SECONDS: &str = "backstop_enqueue_to_start_seconds";
     pub const RESCUES: &str = "backstop_lease_rescues_total";
     pub const STALE: &str = "backstop_stale_completions_total";
+    pub const LEADER: &str = "backstop_leader";
 }
 
 /// Handles for one kind.
@@ -74,4 +75,17 @@ pub(crate) fn since_due(task: &backstop_core::store::ClaimedTask, started: jiff:
     let due = task.run_at.max(task.created_at);
     let d = started.as_millisecond() - due.as_millisecond();
     d.max(0) as f64 / 1000.0
+}
+
+/// Sets the leadership gauge: 1 while this process holds leadership `name`, else 0. Described
+/// here, where it is set, so that the exposition carries its help text.
+pub(crate) fn leader(name: &str, leading: bool) {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        metrics::describe_gauge!(
+            names::LEADER,
+            "1 while this process leads (runs the singleton duties such as lease rescue), else 0."
+        );
+    });
+    gauge!(names::LEADER, "name" => name.to_string()).set(if leading { 1.0 } else { 0.0 });
 }

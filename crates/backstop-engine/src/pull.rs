@@ -166,6 +166,8 @@ impl Engine {
                     owner: owner.to_string(),
                     now,
                     lease_until,
+                    // Checked to be configured (check_lease_request).
+                    max_attempts: shared.configs.get(kind).map_or(8, |k| k.max_attempts),
                 })
                 .await?;
             for task in claimed {

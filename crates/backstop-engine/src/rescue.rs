@@ -1,5 +1,7 @@
 //! The minimal rescuer: puts tasks whose lease expired (their worker died) back to pending,
-//! and compensates pending tasks past `expires_at`. The full reconciler builds on this.
+//! and compensates pending tasks past `expires_at`. The full reconciler builds on this. It
+//! runs only while this process leads (see `leader`), and stops between batches when
+//! leadership is lost.
 
 use backstop_core::store::{ExpireParams, RescueParams};
 use backstop_core::{Clock, Store};
@@ -13,10 +15,14 @@ pub(crate) async fn run(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     every: Duration,
+    mut leading: watch::Receiver<bool>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
-        pass(&*store, &*clock).await;
+        if !crate::leader::wait_to_lead(&mut leading, &mut stop).await {
+            return;
+        }
+        pass(&*store, &*clock, &leading).await;
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = stop.changed() => return,
@@ -24,9 +30,10 @@ pub(crate) async fn run(
     }
 }
 
-/// One pass: rescue and expire until nothing is left (bounded batches).
-pub(crate) async fn pass(store: &dyn Store, clock: &dyn Clock) {
-    loop {
+/// One pass: rescue and expire until nothing is left (bounded batches), or until this
+/// process no longer leads.
+pub(crate) async fn pass(store: &dyn Store, clock: &dyn Clock, leading: &watch::Receiver<bool>) {
+    while *leading.borrow() {
         match store
             .rescue(RescueParams {
                 now: clock.now(),
@@ -51,7 +58,7 @@ pub(crate) async fn pass(store: &dyn Store, clock: &dyn Clock) {
             }
         }
     }
-    loop {
+    while *leading.borrow() {
         match store
             .expire(ExpireParams {
                 now: clock.now(),

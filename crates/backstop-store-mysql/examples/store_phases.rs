@@ -64,6 +64,7 @@ async fn main() {
                 owner: "w".into(),
                 now,
                 lease_until: now + SignedDuration::from_secs(60),
+                max_attempts: 8,
             })
             .await
             .unwrap();
@@ -125,7 +126,7 @@ async fn main() {
         .unwrap();
     let p = &opts.prefix;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}schema"
+        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}schema"
     )))
     .execute(&pool)
     .await

@@ -25,11 +25,13 @@ ORDER BY run_at, seq
 LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
-/// Leases the picked rows: owner, lease end, now, now, owner, then the `seq` list.
+/// Leases the picked rows: owner, lease end, now, now, owner, the kind's attempt budget (for
+/// tasks stored without one: max_attempts 0), then the `seq` list.
 const LEASE: &str = "
 UPDATE {tasks}
 SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
-    lease_owner = ?, lease_until = ?, updated_at = ?, att_started_at = ?, att_worker = ?
+    lease_owner = ?, lease_until = ?, updated_at = ?, att_started_at = ?, att_worker = ?,
+    max_attempts = IF(max_attempts = 0, ?, max_attempts)
 WHERE seq IN ";
 
 pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
@@ -62,7 +64,10 @@ async fn lease(
             key: crate::row::text(r, "key")?,
             payload: col(r, "payload")?,
             attempt: (col::<i64, _>(r, "attempts")? + 1) as u32,
-            max_attempts: col::<i64, _>(r, "max_attempts")? as u32,
+            max_attempts: match col::<i64, _>(r, "max_attempts")? {
+                0 => p.max_attempts,
+                n => n as u32,
+            },
             epoch: col::<i64, _>(r, "epoch")? + 1,
             run_at: from_ms(col(r, "run_at")?),
             expires_at: opt_time(r, "expires_at")?,
@@ -77,7 +82,8 @@ async fn lease(
             .bind(to_ms(p.lease_until))
             .bind(now)
             .bind(now)
-            .bind(p.owner.as_str());
+            .bind(p.owner.as_str())
+            .bind(i64::from(p.max_attempts));
         for seq in list {
             q = q.bind(seq);
         }

@@ -138,7 +138,8 @@ pub(crate) async fn open(opts: &MysqlOptions) -> Result<MySqlPool, StoreError> {
     Ok(pool)
 }
 
-/// `FOR UPDATE SKIP LOCKED` needs MySQL 8.0.1 or MariaDB 10.6.
+/// `FOR UPDATE SKIP LOCKED` needs MySQL 8.0.1 or MariaDB 10.6; the outbox's expression
+/// column defaults need MySQL 8.0.13.
 fn check_version(version: &str) -> Result<(), String> {
     let nums: Vec<u32> = version
         .split(|c: char| !c.is_ascii_digit())
@@ -153,13 +154,13 @@ fn check_version(version: &str) -> Result<(), String> {
     let (ok, need) = if version.to_ascii_lowercase().contains("mariadb") {
         (v >= (10, 6, 0), "MariaDB 10.6")
     } else {
-        (v >= (8, 0, 1), "MySQL 8.0.1")
+        (v >= (8, 0, 13), "MySQL 8.0.13")
     };
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "server version {version} is too old: backstop needs {need} or newer (SKIP LOCKED)"
+            "server version {version} is too old: backstop needs {need} or newer (SKIP LOCKED, expression defaults)"
         ))
     }
 }
@@ -184,6 +185,14 @@ mod tests {
         assert_eq!(d.prefix, DEFAULT_PREFIX);
         assert_eq!(d.max_connections, DEFAULT_MAX_CONNECTIONS);
         assert_eq!(d.url, "mysql://root@localhost/db");
+    }
+
+    #[test]
+    fn old_servers_are_refused() {
+        assert!(check_version("8.0.12").is_err());
+        assert!(check_version("8.0.13").is_ok());
+        assert!(check_version("10.5.19-MariaDB").is_err());
+        assert!(check_version("10.11.6-MariaDB-0+deb12u1").is_ok());
     }
 
     #[test]

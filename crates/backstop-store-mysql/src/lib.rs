@@ -1,4 +1,4 @@
-//! The MySQL 8.0.1+ / MariaDB 10.6+ store of backstop: several backstop processes share one
+//! The MySQL 8.0.13+ / MariaDB 10.6+ store of backstop: several backstop processes share one
 //! ledger and its work.
 //!
 //! Tables carry a prefix (`backstop_` unless `?prefix=NAME_` says otherwise), so that several
@@ -17,6 +17,7 @@ mod complete;
 mod connect;
 mod ended;
 mod enqueue;
+mod leader;
 mod lease;
 mod manual;
 mod migrate;
@@ -24,6 +25,7 @@ mod migrate;
 mod plans;
 mod read;
 mod rescue;
+mod retention;
 mod row;
 mod shapes;
 mod tables;
@@ -158,5 +160,20 @@ impl Store for MysqlStore {
         kind: Option<&'a str>,
     ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
         Box::pin(read::counts(&self.db, kind))
+    }
+
+    fn acquire_leadership(
+        &self,
+        p: LeadershipParams,
+    ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
+        Box::pin(async move { leader::acquire(&self.db, &p).await })
+    }
+
+    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(async move { leader::resign(&self.db, &p).await })
+    }
+
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { retention::prune(&self.db, &p).await })
     }
 }

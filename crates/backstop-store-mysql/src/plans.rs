@@ -73,6 +73,7 @@ async fn per_task_statements_use_their_indexes() {
                 owner: "w".into(),
                 now: t0 + SignedDuration::from_secs(500),
                 lease_until: t0 + SignedDuration::from_secs(900),
+                max_attempts: 3,
             })
             .await
             .unwrap();
@@ -138,7 +139,7 @@ async fn per_task_statements_use_their_indexes() {
     }
     let p = store.prefix().to_string();
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}schema"
+        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}schema"
     )))
     .execute(&store.db.pool)
     .await

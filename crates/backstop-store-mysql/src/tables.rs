@@ -4,10 +4,10 @@
 use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
-/// `backstop_schema`.
+/// `backstop_leaders`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
-/// Longest accepted prefix: the longest table name (`…events`) stays well within MySQL's 64.
+/// Longest accepted prefix: the longest table name (`…leaders`) stays well within MySQL's 64.
 pub const MAX_PREFIX_LEN: usize = 40;
 
 /// Checks that `prefix` can be pasted into SQL as part of an unquoted identifier.
@@ -35,6 +35,7 @@ pub(crate) struct Tables {
     prefix: String,
     tasks: String,
     events: String,
+    leaders: String,
     schema: String,
 }
 
@@ -45,6 +46,7 @@ impl Tables {
             prefix: prefix.to_string(),
             tasks: format!("{prefix}tasks"),
             events: format!("{prefix}events"),
+            leaders: format!("{prefix}leaders"),
             schema: format!("{prefix}schema"),
         })
     }
@@ -53,11 +55,13 @@ impl Tables {
         &self.prefix
     }
 
-    /// `template` with `{tasks}`, `{events}` and `{schema}` replaced by the table names.
+    /// `template` with `{tasks}`, `{events}`, `{leaders}` and `{schema}` replaced by the table
+    /// names.
     pub(crate) fn sql(&self, template: &str) -> String {
         template
             .replace("{tasks}", &self.tasks)
             .replace("{events}", &self.events)
+            .replace("{leaders}", &self.leaders)
             .replace("{schema}", &self.schema)
     }
 

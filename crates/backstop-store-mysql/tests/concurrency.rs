@@ -36,6 +36,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
                 owner: worker.clone(),
                 now,
                 lease_until: now + SignedDuration::from_secs(60),
+                max_attempts: 3,
             })
             .await
             .expect("claim");

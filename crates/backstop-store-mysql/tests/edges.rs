@@ -154,6 +154,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
             owner: "w".into(),
             now,
             lease_until: now + jiff::SignedDuration::from_secs(30),
+            max_attempts: 3,
         })
         .await
         .unwrap();

@@ -13,7 +13,8 @@ use crate::{Db, db_err};
 use backstop_core::StoreError;
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
-/// `$1` kind, `$2` now, `$3` owner, `$4` lease end, `$5` limit.
+/// `$1` kind, `$2` now, `$3` owner, `$4` lease end, `$5` limit, `$6` the kind's attempt budget
+/// (for tasks stored without one: max_attempts 0).
 const CLAIM: &str = "
 WITH due AS MATERIALIZED (
     SELECT seq FROM {schema}.tasks
@@ -25,7 +26,8 @@ WITH due AS MATERIALIZED (
 UPDATE {schema}.tasks AS t
 SET status = 'running', attempts = t.attempts + 1, epoch = t.epoch + 1,
     lease_owner = $3, lease_until = $4, updated_at = $2,
-    att_started_at = $2, att_worker = $3
+    att_started_at = $2, att_worker = $3,
+    max_attempts = CASE t.max_attempts WHEN 0 THEN $6 ELSE t.max_attempts END
 FROM due
 WHERE t.seq = due.seq
 RETURNING t.seq, t.id, t.key, t.payload, t.attempts, t.max_attempts, t.epoch, t.run_at,
@@ -41,6 +43,7 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
         .bind(&p.owner)
         .bind(Time(p.lease_until))
         .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
+        .bind(i64::from(p.max_attempts))
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;

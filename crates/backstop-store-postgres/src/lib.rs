@@ -15,10 +15,12 @@ mod complete;
 mod connect;
 mod enqueue;
 mod expire;
+mod leader;
 mod lease;
 mod manual;
 mod migrate;
 mod read;
+mod retention;
 mod row;
 mod schema;
 mod types;
@@ -162,5 +164,20 @@ impl Store for PostgresStore {
         kind: Option<&'a str>,
     ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
         Box::pin(read::counts(&self.db, kind))
+    }
+
+    fn acquire_leadership(
+        &self,
+        p: LeadershipParams,
+    ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
+        Box::pin(async move { leader::acquire(&self.db, &p).await })
+    }
+
+    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(async move { leader::resign(&self.db, &p).await })
+    }
+
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { retention::prune(&self.db, &p).await })
     }
 }

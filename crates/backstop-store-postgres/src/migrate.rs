@@ -6,8 +6,11 @@ use crate::{Db, db_err};
 use backstop_core::StoreError;
 
 /// Every migration this build knows: (version, name, SQL with `{schema}` placeholders).
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "ledger", include_str!("../migrations/0001_ledger.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "ledger", include_str!("../migrations/0001_ledger.sql")),
+    (2, "outbox", include_str!("../migrations/0002_outbox.sql")),
+    (3, "leader", include_str!("../migrations/0003_leader.sql")),
+];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
 const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended('backstop migrate ' || $1, 0))";

@@ -50,6 +50,7 @@ async fn main() {
                 owner: "w".into(),
                 now,
                 lease_until: now + jiff::SignedDuration::from_secs(60),
+                max_attempts: 8,
             })
             .await
             .unwrap();

@@ -25,18 +25,20 @@ LIMIT ?3";
 /// per-statement work (cursors, halt) for every task.
 const SHAPES: &[usize] = &[64, 16, 4, 1];
 
-/// One UPDATE per shape: `?1` owner, `?2` lease end, `?3` now, then the rowids.
+/// One UPDATE per shape: `?1` owner, `?2` lease end, `?3` now, `?4` the kind's attempt budget
+/// (for tasks stored without one: max_attempts 0), then the rowids.
 pub(crate) static LEASE_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
     SHAPES
         .iter()
         .map(|rows| {
-            let seqs: Vec<String> = (0..*rows).map(|i| format!("?{}", i + 4)).collect();
+            let seqs: Vec<String> = (0..*rows).map(|i| format!("?{}", i + 5)).collect();
             // OR FAIL: no statement journal; an error rolls the whole transaction back anyway.
             format!(
                 "UPDATE OR FAIL backstop_tasks
                  SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
                      lease_owner = ?1, lease_until = ?2, updated_at = ?3,
-                     att_started_at = ?3, att_worker = ?1
+                     att_started_at = ?3, att_worker = ?1,
+                     max_attempts = CASE max_attempts WHEN 0 THEN ?4 ELSE max_attempts END
                  WHERE seq IN ({})",
                 seqs.join(", ")
             )
@@ -69,7 +71,10 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
                 key: r.text(2)?.to_owned(),
                 payload: r.blob(3).to_vec(),
                 attempt: (r.int(4) + 1) as u32,
-                max_attempts: r.int(5) as u32,
+                max_attempts: match r.int(5) {
+                    0 => p.max_attempts,
+                    n => n as u32,
+                },
                 epoch: r.int(6) + 1,
                 run_at: from_ms(r.int(7)),
                 expires_at: r.opt_int(8).map(from_ms),
@@ -79,7 +84,7 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
             Ok(())
         })?;
     let mut leases: [Option<Stmt<'_>>; SHAPES.len()] = Default::default();
-    let mut values = Vec::with_capacity(3 + SHAPES[0]);
+    let mut values = Vec::with_capacity(4 + SHAPES[0]);
     for (shape, chunk) in chunks(&seqs, SHAPES) {
         let lease = match &mut leases[shape] {
             Some(s) => s,
@@ -90,6 +95,7 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
             p.owner.as_str().into(),
             to_ms(p.lease_until).into(),
             now.into(),
+            i64::from(p.max_attempts).into(),
         ]);
         values.extend(chunk.iter().map(|s| Value::Int(*s)));
         lease.execute(&values)?;

@@ -11,6 +11,7 @@ mod claim;
 mod complete;
 mod connect;
 mod enqueue;
+mod leader;
 mod lease;
 mod manual;
 mod migrate;
@@ -18,6 +19,7 @@ mod migrate;
 mod plans;
 mod raw;
 mod read;
+mod retention;
 mod row;
 mod shapes;
 
@@ -179,5 +181,26 @@ impl Store for SqliteStore {
         kind: Option<&'a str>,
     ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
         Box::pin(read::counts(&self.inner.readers, kind))
+    }
+
+    fn acquire_leadership(
+        &self,
+        p: LeadershipParams,
+    ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            leader::acquire(&mut w, &p).await
+        })
+    }
+
+    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            leader::resign(&mut w, &p).await
+        })
+    }
+
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { retention::prune(&self.inner.readers, &self.inner.writer, &p).await })
     }
 }

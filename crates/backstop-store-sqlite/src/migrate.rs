@@ -7,8 +7,11 @@ use backstop_core::StoreError;
 use sqlx::{Connection, SqliteConnection};
 
 /// Every migration this build knows: (version, name, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "ledger", include_str!("../migrations/0001_ledger.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "ledger", include_str!("../migrations/0001_ledger.sql")),
+    (2, "outbox", include_str!("../migrations/0002_outbox.sql")),
+    (3, "leader", include_str!("../migrations/0003_leader.sql")),
+];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;

@@ -54,6 +54,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                             owner: format!("w{w}"),
                             now,
                             lease_until: now + jiff::SignedDuration::from_secs(60),
+                            max_attempts: 3,
                         })
                         .await
                         .unwrap();

@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 type S = Arc<dyn Store>;
 
+pub use crate::leadership::*;
+pub use crate::retention::*;
+
 pub async fn enqueue_creates_a_pending_task(store: S) {
     let mut t = task("sms.send", "order-1", r#"{"to":"+100"}"#);
     t.expires_at = Some(at(3600));

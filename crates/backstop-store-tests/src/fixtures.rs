@@ -58,6 +58,7 @@ pub async fn claim(
             owner: owner.into(),
             now,
             lease_until: now + SignedDuration::from_secs(30),
+            max_attempts: 3,
         })
         .await
         .expect("claim")

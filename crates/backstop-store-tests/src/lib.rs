@@ -10,6 +10,9 @@
 
 pub mod cases;
 mod fixtures;
+mod leadership;
+pub mod outbox;
+mod retention;
 
 pub use fixtures::*;
 
@@ -46,7 +49,14 @@ macro_rules! conformance_suite {
             resolve_and_cancel_follow_the_state_machine,
             list_filters_and_paginates_newest_first,
             counts_cover_every_task_once,
-            migrate_is_idempotent
+            migrate_is_idempotent,
+            leadership_is_refused_to_another_owner_while_valid,
+            leadership_passes_on_after_expiry,
+            leadership_renewal_by_the_holder_extends_it,
+            resigned_leadership_is_taken_at_once,
+            racing_owners_elect_exactly_one,
+            prune_deletes_only_old_tasks_of_the_status,
+            prune_takes_bounded_batches
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

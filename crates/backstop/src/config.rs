@@ -4,7 +4,7 @@
 use backstop_core::duration::parse_duration;
 use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, RetryPolicy, Target};
-use backstop_engine::EngineOptions;
+use backstop_engine::{EngineOptions, RetentionPolicy};
 use backstop_server::{ApiToken, Limits};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -82,6 +82,17 @@ struct RawConfig {
     kinds: BTreeMap<String, RawKind>,
     #[serde(default)]
     api: RawApi,
+    #[serde(default)]
+    retention: RawRetention,
+}
+
+/// `[retention]`: how long finished tasks are kept. `failed` is read only to refuse it.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    succeeded: Option<String>,
+    compensated: Option<String>,
+    failed: Option<toml::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -114,6 +125,8 @@ struct RawEngine {
     rescue_interval: Option<String>,
     grace: Option<String>,
     max_payload: Option<usize>,
+    leader_lease: Option<String>,
+    leader_renew: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -185,6 +198,25 @@ impl Config {
             engine.grace = dur("engine.grace".into(), v)?;
         }
         engine.max_payload = e.max_payload.unwrap_or(DEFAULT_MAX_PAYLOAD);
+        if let Some(v) = &e.leader_lease {
+            engine.leader_lease = nonzero(dur("engine.leader_lease".into(), v)?)
+                .map_err(|m| invalid("engine.leader_lease".into(), m))?;
+        }
+        if let Some(v) = &e.leader_renew {
+            engine.leader_renew = nonzero(dur("engine.leader_renew".into(), v)?)
+                .map_err(|m| invalid("engine.leader_renew".into(), m))?;
+        }
+        if engine.leader_renew >= engine.leader_lease {
+            return Err(invalid(
+                "engine.leader_renew".into(),
+                format!(
+                    "must be shorter than engine.leader_lease ({:?}): the leader renews its lease before it runs out",
+                    engine.leader_lease
+                ),
+            ));
+        }
+
+        engine.retention = retention(&raw.retention, &invalid)?;
 
         let mut kinds = Vec::new();
         for (name, k) in raw.kinds {
@@ -319,6 +351,31 @@ fn backoff(b: RawBackoff, at: &dyn Fn(&str) -> String) -> Result<RetryPolicy, (S
         ));
     }
     Ok(RetryPolicy::Exponential { base, cap, jitter })
+}
+
+fn retention(
+    raw: &RawRetention,
+    invalid: &dyn Fn(String, String) -> ConfigError,
+) -> Result<RetentionPolicy, ConfigError> {
+    if raw.failed.is_some() {
+        return Err(invalid(
+            "retention.failed".into(),
+            "failed tasks are never pruned: they stay until retried or resolved (`backstop dead list`)".into(),
+        ));
+    }
+    let keep = |key: &str, v: &Option<String>| -> Result<Option<Duration>, ConfigError> {
+        let key = format!("retention.{key}");
+        v.as_deref()
+            .map(|v| {
+                let d = parse_duration(v).map_err(|e| invalid(key.clone(), e.to_string()))?;
+                nonzero(d).map_err(|m| invalid(key.clone(), m))
+            })
+            .transpose()
+    };
+    Ok(RetentionPolicy {
+        succeeded: keep("succeeded", &raw.succeeded)?,
+        compensated: keep("compensated", &raw.compensated)?,
+    })
 }
 
 fn api(
@@ -496,6 +553,40 @@ mod tests {
     }
 
     #[test]
+    fn reads_leadership_timing() {
+        let c = Config::parse(
+            "[engine]\nleader_lease = \"10s\"\nleader_renew = \"2s\"",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.engine.leader_lease, Duration::from_secs(10));
+        assert_eq!(c.engine.leader_renew, Duration::from_secs(2));
+        let d = Config::parse("", "t.toml").unwrap();
+        assert!(d.engine.leader_renew < d.engine.leader_lease);
+    }
+
+    #[test]
+    fn reads_retention() {
+        let c = Config::parse(
+            "[retention]\nsucceeded = \"30d\"\ncompensated = \"90d\"",
+            "t.toml",
+        )
+        .unwrap();
+        let day = Duration::from_secs(86_400);
+        assert_eq!(c.engine.retention.succeeded, Some(30 * day));
+        assert_eq!(c.engine.retention.compensated, Some(90 * day));
+        let only = Config::parse("[retention]\nsucceeded = \"7d\"", "t.toml").unwrap();
+        assert_eq!(only.engine.retention.compensated, None);
+        assert!(
+            Config::parse("", "t.toml")
+                .unwrap()
+                .engine
+                .retention
+                .keeps_everything()
+        );
+    }
+
+    #[test]
     fn errors_name_the_file_the_key_and_the_problem() {
         let cases = [
             (
@@ -534,6 +625,21 @@ timeout = "10x""#,
                 "api.tokens[0].sha256",
             ),
             ("[api]\nmax_wait = \"forever\"", "api.max_wait"),
+            (
+                "[engine]\nleader_lease = \"2s\"\nleader_renew = \"2s\"",
+                "engine.leader_renew: must be shorter than engine.leader_lease",
+            ),
+            ("[engine]\nleader_lease = \"0s\"", "engine.leader_lease"),
+            (
+                "[retention]\nfailed = \"30d\"",
+                "retention.failed: failed tasks are never pruned",
+            ),
+            ("[retention]\nsucceeded = \"0s\"", "retention.succeeded"),
+            (
+                "[retention]\ncompensated = \"soon\"",
+                "retention.compensated",
+            ),
+            ("[retention]\npending = \"1d\"", "unknown field `pending`"),
             (
                 "[kinds.\"bad kind\"]\nurl = \"http://x\"",
                 "may contain only",

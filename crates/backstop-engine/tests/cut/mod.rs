@@ -1,0 +1,108 @@
+//! A store that can be cut off from its database, as a network partition would: once cut,
+//! every call hangs (never answers), like a request to a server that no longer replies.
+
+use backstop_core::store::*;
+use backstop_core::{Event, Task, TaskId};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Passes every call to `inner` until [`Cut::cut`]; from then on calls never complete.
+pub struct Cut {
+    inner: Arc<dyn Store>,
+    cut: AtomicBool,
+}
+
+impl Cut {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Cut> {
+        Arc::new(Cut {
+            inner,
+            cut: AtomicBool::new(false),
+        })
+    }
+
+    /// Cuts the store off: calls made from now on hang.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+    }
+
+    fn gate<'a, T: Send + 'a>(
+        &self,
+        call: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> BoxFuture<'a, Result<T, StoreError>> {
+        if self.cut.load(Ordering::SeqCst) {
+            Box::pin(std::future::pending())
+        } else {
+            call
+        }
+    }
+}
+
+impl Store for Cut {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.migrate())
+    }
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
+        self.gate(self.inner.enqueue(p))
+    }
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        self.gate(self.inner.claim(p))
+    }
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        self.gate(self.inner.complete(p))
+    }
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        self.gate(self.inner.heartbeat(p))
+    }
+    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
+        self.gate(self.inner.rescue(p))
+    }
+    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.expire(p))
+    }
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.release(p))
+    }
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        self.gate(self.inner.get(id))
+    }
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        self.gate(self.inner.get_by_key(kind, key))
+    }
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        self.gate(self.inner.timeline(id))
+    }
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        self.gate(self.inner.list(p))
+    }
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.retry(p))
+    }
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.resolve(p))
+    }
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.cancel(p))
+    }
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
+        self.gate(self.inner.counts(kind))
+    }
+    fn acquire_leadership(
+        &self,
+        p: LeadershipParams,
+    ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
+        self.gate(self.inner.acquire_leadership(p))
+    }
+    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.gate(self.inner.resign_leadership(p))
+    }
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.prune(p))
+    }
+}
