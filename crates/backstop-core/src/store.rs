@@ -7,6 +7,7 @@ use crate::task::{NewTask, Status, Task, TaskId};
 use jiff::Timestamp;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// A boxed future, so that `dyn Store` works.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -313,6 +314,23 @@ pub struct PruneParams {
     pub limit: usize,
 }
 
+/// What a store's work watch reports (see [`Store::watch_work`]). Only hints: an engine
+/// still polls, so a missed or late signal delays work by at most its poll interval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkSignal {
+    /// The watch is (again) connected. Signals sent while it was not were lost: look for work
+    /// of every kind.
+    Connected,
+    /// The watch lost its connection (`error` says why); it reconnects by itself.
+    Disconnected { error: String },
+    /// Tasks of these kinds were created, by this process or any other (every kind when
+    /// empty).
+    Work { kinds: Vec<String> },
+}
+
+/// Receives [`WorkSignal`]s; called on the watch's own task, so it must not block.
+pub type WorkSink = Arc<dyn Fn(WorkSignal) + Send + Sync>;
+
 /// The durable ledger. Every backend implements this and passes `backstop-store-tests`.
 pub trait Store: Send + Sync + 'static {
     /// Applies pending schema migrations; idempotent.
@@ -384,4 +402,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes old finished tasks and their events (retention); returns how many tasks went.
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Watches for tasks created by anyone (other processes, the CLI, outbox inserts) and
+    /// reports them to `sink`: the future runs the watch, reconnecting by itself, until it is
+    /// dropped. `None` (the default) when the store has no such channel: engines then find
+    /// work by polling alone.
+    fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {
+        let _ = sink;
+        None
+    }
 }

@@ -29,7 +29,8 @@ pub struct EngineOptions {
     pub claim_batch: usize,
     /// Most outcomes one write records.
     pub complete_batch: usize,
-    /// How often an idle dispatcher looks for due work (local enqueues wake it sooner).
+    /// How often an idle dispatcher looks for due work. Local enqueues wake it sooner, and so
+    /// do other processes' on a store that announces new work (PostgreSQL's LISTEN/NOTIFY).
     pub poll_interval: Duration,
     /// How often expired leases are rescued and expired tasks compensated (by the leader).
     pub rescue_interval: Duration,
@@ -380,6 +381,7 @@ impl Engine {
             )));
         }
         drop(done_tx);
+        let wakeups = crate::wakeups::spawn(shared);
         tracing::info!(
             worker = %shared.owner,
             push_or_in_process = shared.kinds.len(),
@@ -395,6 +397,9 @@ impl Engine {
         let _ = stop_tx.send(true);
         for d in dispatchers {
             let _ = d.await;
+        }
+        if let Some(w) = wakeups {
+            w.abort();
         }
         let deadline = Instant::now() + shared.opts.grace;
         while shared.inflight.len() > 0 && Instant::now() < deadline {

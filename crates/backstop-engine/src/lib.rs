@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod pull;
 mod rescue;
 mod retention;
+mod wakeups;
 mod worker_id;
 
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};

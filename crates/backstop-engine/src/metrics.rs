@@ -16,6 +16,10 @@ pub mod names {
     pub const RESCUES: &str = "backstop_lease_rescues_total";
     pub const STALE: &str = "backstop_stale_completions_total";
     pub const LEADER: &str = "backstop_leader";
+    pub const WAKEUP_CONNECTED: &str = "backstop_wakeup_listener_connected";
+    pub const WAKEUP_RECONNECTS: &str = "backstop_wakeup_listener_reconnects_total";
+    pub const WAKEUP_NOTIFICATIONS: &str = "backstop_wakeup_notifications_total";
+    pub const WAKEUP_LAST: &str = "backstop_wakeup_last_notification_timestamp_seconds";
 }
 
 /// Handles for one kind.
@@ -88,4 +92,47 @@ pub(crate) fn leader(name: &str, leading: bool) {
         );
     });
     gauge!(names::LEADER, "name" => name.to_string()).set(if leading { 1.0 } else { 0.0 });
+}
+
+static WAKEUP_DESCRIBED: std::sync::Once = std::sync::Once::new();
+
+fn describe_wakeups() {
+    WAKEUP_DESCRIBED.call_once(|| {
+        metrics::describe_gauge!(
+            names::WAKEUP_CONNECTED,
+            "1 while the store's wake-up listener (PostgreSQL LISTEN) is connected, else 0."
+        );
+        metrics::describe_counter!(
+            names::WAKEUP_RECONNECTS,
+            "Times the wake-up listener reconnected after losing its connection."
+        );
+        metrics::describe_counter!(
+            names::WAKEUP_NOTIFICATIONS,
+            "Notifications of new work received by the wake-up listener."
+        );
+        metrics::describe_gauge!(
+            names::WAKEUP_LAST,
+            "Unix time of the last notification the wake-up listener received."
+        );
+    });
+}
+
+/// Sets the wake-up listener's connected gauge.
+pub(crate) fn wakeup_connected(connected: bool) {
+    describe_wakeups();
+    gauge!(names::WAKEUP_CONNECTED).set(if connected { 1.0 } else { 0.0 });
+}
+
+/// Counts one reconnection of the wake-up listener.
+pub(crate) fn wakeup_reconnected() {
+    counter!(names::WAKEUP_RECONNECTS).increment(1);
+}
+
+/// Counts one notification and records when it came.
+pub(crate) fn wakeup_notified() {
+    counter!(names::WAKEUP_NOTIFICATIONS).increment(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    gauge!(names::WAKEUP_LAST).set(now.as_secs_f64());
 }

@@ -6,7 +6,9 @@
 //! `epoch`. Each per-task path (enqueue, claim, completion, heartbeat) is one statement over
 //! arrays (`UNNEST`), so a batch costs one round trip and one commit, whatever its size. A
 //! write is acknowledged after PostgreSQL's commit, which is durable with the server's default
-//! `synchronous_commit = on`.
+//! `synchronous_commit = on`. Every insert into `tasks` (the store's, or an outbox insert by
+//! an application) notifies the schema's channel at commit; [`Store::watch_work`] listens on
+//! it, so that idle engines in every process start new work within milliseconds.
 
 #![warn(missing_docs)]
 
@@ -17,6 +19,7 @@ mod enqueue;
 mod expire;
 mod leader;
 mod lease;
+mod listener;
 mod manual;
 mod migrate;
 mod read;
@@ -179,5 +182,11 @@ impl Store for PostgresStore {
 
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move { retention::prune(&self.db, &p).await })
+    }
+
+    fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {
+        let connect = (*self.db.pool.connect_options()).clone();
+        let channel = listener::channel(self.db.schema.name());
+        Some(Box::pin(listener::run(connect, channel, sink)))
     }
 }

@@ -177,9 +177,18 @@ pub struct LedgerBenchArgs {
     /// Attempts that may run at once.
     #[arg(long, default_value_t = 4096)]
     pub concurrency: usize,
+    /// Before measuring, fill the ledger with this many finished (succeeded) tasks, each
+    /// enqueued, claimed and completed through the store, to see how growth changes the drain.
+    #[arg(long, default_value_t = 0)]
+    pub prefill_finished: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// The server to measure on, from the global `--database` flag given on the command line
+    /// (postgres:// or mysql://; the bench works in a fresh schema or table prefix and drops it
+    /// afterwards). Without it, a fresh temporary SQLite file.
+    #[arg(skip)]
+    pub database: Option<String>,
 }
 
 /// Flags of `backstop bench http`.

@@ -83,9 +83,9 @@ async fn sigkill_at_random_moments_loses_nothing() {
         next = until;
         // Kill while deliveries are flowing (on a fast machine a fixed pause could land when
         // all the work is already done): wait for a few new deliveries, then a random moment.
-        let flowing = target.deliveries().len() + 3;
+        let flowing = target.count() + 3;
         let give_up = tokio::time::Instant::now() + Duration::from_secs(3);
-        while target.deliveries().len() < flowing && tokio::time::Instant::now() < give_up {
+        while target.count() < flowing && tokio::time::Instant::now() < give_up {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let pause = rand::rng().random_range(0..120);

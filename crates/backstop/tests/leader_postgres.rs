@@ -9,13 +9,12 @@ mod common;
 use backstop::{Engine, EnqueueRequest, EventType, KindConfig, Status, Store, Target, TaskId};
 use backstop_core::AttemptOutcome;
 use backstop_core::store::ListParams;
+use common::db::{Server, TestDb};
 use common::*;
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const URL_VAR: &str = "BACKSTOP_TEST_POSTGRES_URL";
 const PROCESSES: usize = 3;
 const FAST_TASKS: usize = 500;
 const SLOW_TASKS: usize = 120;
@@ -38,49 +37,6 @@ fn config(base: &str, db: &str) -> String {
         );
     }
     c
-}
-
-/// A schema of its own on the test server, dropped (with everything in it) when this goes.
-struct Schema {
-    server: String,
-    name: String,
-}
-
-impl Schema {
-    fn url(&self) -> String {
-        let sep = if self.server.contains('?') { '&' } else { '?' };
-        format!("{}{sep}schema={}", self.server, self.name)
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        // Drop runs inside the test's runtime, which cannot be blocked on: a thread of its own
-        // with a runtime of its own. Best effort: a leftover schema is only clutter.
-        let server = self.server.clone();
-        let sql = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut conn) = PgConnection::connect(&server).await {
-                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
-                    let _ = conn.close().await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-/// The value after `key=` on the first log line that mentions `what`.
-fn logged(log: &str, what: &str, key: &str) -> Option<String> {
-    let line = log.lines().find(|l| l.contains(what))?;
-    let at = line.find(&format!("{key}="))? + key.len() + 1;
-    let rest = &line[at..];
-    Some(rest[..rest.find(char::is_whitespace).unwrap_or(rest.len())].to_string())
 }
 
 fn request(kind: &str, i: usize) -> EnqueueRequest {
@@ -115,13 +71,8 @@ async fn wait_succeeded(store: &Arc<dyn Store>, kind: &str, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_split_the_work_and_leadership_moves_when_the_leader_dies() {
-    let Some(server) = std::env::var(URL_VAR).ok().filter(|u| !u.is_empty()) else {
-        eprintln!("skipped: {URL_VAR} is not set");
+    let Some(schema) = TestDb::new(Server::Postgres) else {
         return;
-    };
-    let schema = Schema {
-        server,
-        name: format!("test_{}", TaskId::new().0.simple()),
     };
     let target = TestTarget::start(Arc::new(|path, _| match path {
         "/fast" => (200, Some(Duration::from_millis(10)), vec![]),

@@ -15,11 +15,16 @@ use crate::cli::{BenchArgs, BenchCommand};
 use anyhow::Result;
 use std::path::PathBuf;
 
-/// Runs the chosen bench; the database is always a fresh temporary SQLite file.
-pub async fn run(_ctx: &Ctx, a: BenchArgs) -> Result<()> {
+/// Runs the chosen bench, on a fresh temporary SQLite file unless the ledger bench is given
+/// a server with `--database` on the command line (`database`: the flag's value).
+pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<()> {
+    // Only the flag, not BACKSTOP_DATABASE_URL or the config file: a bench writes hundreds of
+    // thousands of tasks and must not land on a production server by default.
+    let flagged = std::env::args().any(|a| a == "--database" || a.starts_with("--database="));
+    let database = database.filter(|_| flagged);
     match a.command {
-        None => ledger::run(a.ledger).await,
-        Some(BenchCommand::Ledger(l)) => ledger::run(l).await,
+        None => ledger::run(ledger::with_database(a.ledger, database)).await,
+        Some(BenchCommand::Ledger(l)) => ledger::run(ledger::with_database(l, database)).await,
         Some(BenchCommand::Http(h)) => http::run(h).await,
     }
 }

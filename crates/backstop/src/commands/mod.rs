@@ -57,7 +57,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tasks(c) => tasks::run(&ctx, c).await,
         Command::Dead(c) => dead::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
-        Command::Bench(a) => bench::run(&ctx, a).await,
+        Command::Bench(a) => bench::run(&ctx, cli.database.clone(), a).await,
         Command::Token(c) => token::run(c),
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod db;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -36,21 +38,28 @@ impl Delivery {
 pub type Script =
     Arc<dyn Fn(&str, usize) -> (u16, Option<Duration>, Vec<(&'static str, String)>) + Send + Sync>;
 
+/// Every delivery so far, and how many each (path, webhook-id) has had.
+#[derive(Default)]
+struct Log {
+    deliveries: Vec<Delivery>,
+    per_task: HashMap<(String, String), usize>,
+}
+
 #[derive(Clone)]
 struct Target {
-    log: Arc<Mutex<Vec<Delivery>>>,
+    log: Arc<Mutex<Log>>,
     script: Script,
 }
 
 /// A recording HTTP target on 127.0.0.1.
 pub struct TestTarget {
     pub base: String,
-    log: Arc<Mutex<Vec<Delivery>>>,
+    log: Arc<Mutex<Log>>,
 }
 
 impl TestTarget {
     pub async fn start(script: Script) -> TestTarget {
-        let log = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::new(Mutex::new(Log::default()));
         let state = Target {
             log: log.clone(),
             script,
@@ -68,7 +77,12 @@ impl TestTarget {
     }
 
     pub fn deliveries(&self) -> Vec<Delivery> {
-        self.log.lock().unwrap().clone()
+        self.log.lock().unwrap().deliveries.clone()
+    }
+
+    /// How many deliveries so far (cheaper than `deliveries().len()` for a long log).
+    pub fn count(&self) -> usize {
+        self.log.lock().unwrap().deliveries.len()
     }
 }
 
@@ -84,20 +98,19 @@ async fn handle(
         .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
         .collect();
     let id = headers.get("webhook-id").cloned().unwrap_or_default();
-    let n = {
-        let log = t.log.lock().unwrap();
-        log.iter()
-            .filter(|d| d.path == path && d.header("webhook-id") == id)
-            .count()
-            + 1
+    let (status, delay, extra) = {
+        let mut log = t.log.lock().unwrap();
+        let n = log.per_task.entry((path.clone(), id)).or_default();
+        *n += 1;
+        let answer = (t.script)(&path, *n);
+        log.deliveries.push(Delivery {
+            path,
+            headers,
+            body: body.to_vec(),
+            status: answer.0,
+        });
+        answer
     };
-    let (status, delay, extra) = (t.script)(&path, n);
-    t.log.lock().unwrap().push(Delivery {
-        path,
-        headers,
-        body: body.to_vec(),
-        status,
-    });
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }
@@ -244,4 +257,12 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The value after `key=` on the first log line that mentions `what`.
+pub fn logged(log: &str, what: &str, key: &str) -> Option<String> {
+    let line = log.lines().find(|l| l.contains(what))?;
+    let at = line.find(&format!("{key}="))? + key.len() + 1;
+    let rest = &line[at..];
+    Some(rest[..rest.find(char::is_whitespace).unwrap_or(rest.len())].to_string())
 }

@@ -1,0 +1,278 @@
+//! The multi-process crash test, shared by the PostgreSQL and MySQL/MariaDB variants: three
+//! `backstop serve` processes on one database deliver 10,000 HTTP-push tasks (half enqueued
+//! before they start, half while they run); one of them (not the leader) is SIGKILLed while
+//! deliveries flow. In the end, exactly as in the single-process crash test: every task has
+//! succeeded, none is lost or invented, every delivery of a task carried its one idempotency
+//! key (the task id); and, because three processes share the work: nothing was delivered twice
+//! before the kill, whatever was delivered twice was held by the killed process, and the
+//! leader rescued each of those leases.
+
+use crate::common::db::{Server, TestDb};
+use crate::common::*;
+use backstop::{Engine, EnqueueRequest, EventType, KindConfig, Status, Store, Target, TaskId};
+use backstop_core::AttemptOutcome;
+use backstop_core::store::ListParams;
+use rand::Rng;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KIND: &str = "multi.crash";
+const TASKS: usize = 10_000;
+const PROCESSES: usize = 3;
+/// Enqueued in batches of this many.
+const BATCH: usize = 500;
+/// The kill comes once this many deliveries have been made.
+const KILL_AFTER: usize = TASKS / 3;
+/// The kind's lease: a killed process's tasks are rescued about this long after the kill.
+const LEASE: Duration = Duration::from_secs(3);
+
+fn config(base: &str, db: &str) -> String {
+    format!(
+        "database = \"{db}\"\n\
+         [engine]\npoll_interval = \"20ms\"\nrescue_interval = \"200ms\"\ngrace = \"1s\"\n\
+         leader_lease = \"3s\"\nleader_renew = \"300ms\"\n\
+         [kinds.\"{KIND}\"]\nurl = \"{base}/sink\"\nsecret = \"{SECRET}\"\nmax_attempts = 50\n\
+         backoff = {{ schedule = [\"50ms\"] }}\ntimeout = \"2s\"\nconcurrency = 16\n\
+         lease = \"{}ms\"\n",
+        LEASE.as_millis()
+    )
+}
+
+fn request(i: usize) -> EnqueueRequest {
+    EnqueueRequest {
+        kind: KIND.into(),
+        key: format!("order-{i}"),
+        payload: format!(r#"{{"order":{i}}}"#).into_bytes(),
+        ..Default::default()
+    }
+}
+
+/// Enqueues tasks `from..to` in batches; returns key → task id.
+async fn enqueue(producer: &Engine, from: usize, to: usize) -> HashMap<String, String> {
+    let mut ids = HashMap::new();
+    let mut next = from;
+    while next < to {
+        let end = (next + BATCH).min(to);
+        let results = producer
+            .enqueue_many((next..end).map(request).collect())
+            .await
+            .unwrap();
+        for (i, r) in results.into_iter().enumerate() {
+            ids.insert(format!("order-{}", next + i), r.unwrap().id.to_string());
+        }
+        next = end;
+    }
+    ids
+}
+
+/// The tasks `owner` holds leases on.
+async fn held_by(store: &Arc<dyn Store>, owner: &str) -> Vec<TaskId> {
+    store
+        .list(ListParams {
+            kind: Some(KIND.into()),
+            status: Some(Status::Running),
+            limit: 10_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.lease_owner.as_deref() == Some(owner))
+        .map(|t| t.id)
+        .collect()
+}
+
+pub async fn sigkill_one_of_three_loses_nothing(server: Server) {
+    let Some(db) = TestDb::new(server) else {
+        return;
+    };
+    let began = Instant::now();
+    // The target answers after a few milliseconds, so the kill lands mid-delivery.
+    let target = TestTarget::start(Arc::new(|_, _| {
+        let ms = rand::rng().random_range(2..12);
+        (200, Some(Duration::from_millis(ms)), vec![])
+    }))
+    .await;
+    let url = db.url();
+    println!("database: {url}");
+    let store = backstop::open_store(&url).await.unwrap();
+    // The test enqueues through the library, as an application would.
+    let mut kind = KindConfig::new(
+        KIND,
+        Target::HttpPush {
+            url: format!("{}/sink", target.base),
+            secret: None,
+        },
+    );
+    kind.max_attempts = 50;
+    let producer = Engine::builder(store.clone()).kind(kind).build().unwrap();
+    let mut acknowledged = enqueue(&producer, 0, TASKS / 2).await;
+
+    let dirs: Vec<Workdir> = (0..PROCESSES)
+        .map(|_| Workdir::new(&config(&target.base, &url)))
+        .collect();
+    let mut serves: Vec<_> = dirs.iter().map(|w| Some(w.serve())).collect();
+    for w in &dirs {
+        w.wait_started(1).await;
+    }
+    let workers: Vec<String> = dirs
+        .iter()
+        .map(|w| logged(&w.serve_log(), "engine started", "worker").expect("worker id"))
+        .collect();
+    let leader = wait_for(Duration::from_secs(10), "a leader", || async {
+        (0..PROCESSES).find(|i| dirs[*i].serve_log().contains("became leader"))
+    })
+    .await;
+    let victim = (leader + 1) % PROCESSES;
+    let dead = workers[victim].clone();
+
+    // The other half is enqueued while the processes deliver.
+    let rest = {
+        let producer = producer.clone();
+        tokio::spawn(async move { enqueue(&producer, TASKS / 2, TASKS).await })
+    };
+
+    // SIGKILL the victim while deliveries flow and it holds leases.
+    wait_for(Duration::from_secs(30), "deliveries to flow", || async {
+        (target.count() >= KILL_AFTER).then_some(())
+    })
+    .await;
+    wait_for(Duration::from_secs(10), "the victim to hold work", || {
+        let store = store.clone();
+        let dead = dead.clone();
+        async move { (!held_by(&store, &dead).await.is_empty()).then_some(()) }
+    })
+    .await;
+    let pause = rand::rng().random_range(0..20);
+    tokio::time::sleep(Duration::from_millis(pause)).await;
+    let mut killed = serves[victim].take().unwrap();
+    signal(&killed, libc::SIGKILL);
+    assert!(
+        !killed.wait().await.unwrap().success(),
+        "the process was killed"
+    );
+    let delivered_before_kill = target.count();
+    // Nothing changes a dead process's leases until they expire (LEASE from now).
+    let stranded: HashSet<String> = held_by(&store, &dead)
+        .await
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
+    assert!(!stranded.is_empty(), "the kill stranded leased tasks");
+    acknowledged.extend(rest.await.unwrap());
+    assert_eq!(acknowledged.len(), TASKS);
+
+    let store2 = store.clone();
+    wait_for(Duration::from_secs(120), "every task to succeed", || {
+        let store = store2.clone();
+        async move {
+            let c = store.counts(Some(KIND)).await.unwrap();
+            (c.succeeded as usize == TASKS).then_some(())
+        }
+    })
+    .await;
+    let drained = began.elapsed();
+    for s in serves.iter_mut().flatten() {
+        signal(s, libc::SIGTERM);
+    }
+    for s in serves.iter_mut().flatten() {
+        assert!(s.wait().await.unwrap().success());
+    }
+
+    // Nothing lost, nothing invented.
+    let counts = store.counts(None).await.unwrap();
+    assert_eq!(
+        counts.total() as usize,
+        TASKS,
+        "nothing lost, nothing invented"
+    );
+    assert_eq!(counts.succeeded as usize, TASKS);
+
+    // Every delivery of a task carries its one idempotency key, the task id; every task was
+    // delivered; nothing else was.
+    let deliveries = target.deliveries();
+    let ids: HashSet<&str> = acknowledged.values().map(String::as_str).collect();
+    let mut keys_seen: HashMap<&str, HashSet<&str>> = HashMap::new();
+    let mut times: HashMap<&str, usize> = HashMap::new();
+    for d in &deliveries {
+        let id = d.header("idempotency-key");
+        assert_eq!(d.header("webhook-id"), id);
+        assert!(ids.contains(id), "delivered an unknown task {id}");
+        keys_seen
+            .entry(d.header("backstop-key"))
+            .or_default()
+            .insert(id);
+        *times.entry(id).or_default() += 1;
+    }
+    for (key, id) in &acknowledged {
+        let seen = keys_seen
+            .get(key.as_str())
+            .unwrap_or_else(|| panic!("{key} was never delivered"));
+        assert_eq!(
+            seen.len(),
+            1,
+            "{key}: every delivery carries one idempotency key"
+        );
+        assert!(
+            seen.contains(id.as_str()),
+            "{key}: the idempotency key is the task id"
+        );
+    }
+
+    // Duplicates only after the kill, and only of what the killed process held.
+    let mut before: HashSet<&str> = HashSet::new();
+    for d in &deliveries[..delivered_before_kill] {
+        let id = d.header("idempotency-key");
+        assert!(
+            before.insert(id),
+            "{id} was delivered twice before the kill"
+        );
+    }
+    let repeated: Vec<&str> = times
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
+    for id in &repeated {
+        assert!(
+            stranded.contains(*id),
+            "{id}: delivered {} times but not held by the killed process",
+            times[id]
+        );
+    }
+
+    // The killed process's leases were rescued, by the leader.
+    for id in &stranded {
+        let events = store.timeline(id.parse().unwrap()).await.unwrap();
+        assert!(
+            events.iter().any(|e| e.kind == EventType::Attempt
+                && e.outcome == Some(AttemptOutcome::LeaseExpired)
+                && e.worker.as_deref() == Some(dead.as_str())),
+            "{id}: rescued from the killed process: {events:?}"
+        );
+    }
+    let rescuers: Vec<usize> = (0..PROCESSES)
+        .filter(|i| {
+            dirs[*i]
+                .serve_log()
+                .contains("rescued a task whose lease expired")
+        })
+        .collect();
+    assert!(!rescuers.is_empty(), "the stranded leases were rescued");
+    for i in &rescuers {
+        assert_ne!(*i, victim);
+        assert!(
+            dirs[*i].serve_log().contains("became leader"),
+            "process {i} rescued without leading"
+        );
+    }
+
+    println!(
+        "{server:?}: {} deliveries for {TASKS} tasks in {drained:?}; killed process {victim} \
+         after {delivered_before_kill} deliveries holding {} leases; {} tasks delivered twice",
+        deliveries.len(),
+        stranded.len(),
+        repeated.len()
+    );
+}

@@ -1,0 +1,15 @@
+//! Three `backstop serve` processes on one PostgreSQL schema deliver 10,000 HTTP-push tasks;
+//! one is SIGKILLed mid-run; every task ends `succeeded`, delivered under its one idempotency
+//! key (see `multi_crash/mod.rs`).
+//!
+//! Needs `BACKSTOP_TEST_POSTGRES_URL`; without it the test says `skipped:` and passes.
+
+mod common;
+mod multi_crash;
+
+use common::db::Server;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_on_postgres_sigkill_one_loses_nothing() {
+    multi_crash::sigkill_one_of_three_loses_nothing(Server::Postgres).await;
+}
