@@ -1,5 +1,6 @@
-//! Completion: a batch of attempt outcomes in one statement (so one transaction and one round
-//! trip), each fenced by its `epoch` and the running status.
+//! Completion: a batch of attempt outcomes in one statement, each fenced by its `epoch` and
+//! the running status, and (only when some lost their lease) a second statement recording
+//! the stale ones, in one transaction.
 //!
 //! The held rows are locked first, in id order, so that two batches touching the same tasks
 //! (a completion and a heartbeat of one worker, say) queue instead of deadlocking. A finished
@@ -13,10 +14,14 @@ use crate::row::duration_ms;
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::StoreError;
-use backstop_core::store::{CompleteParams, CompleteResult, LeaseRef};
+use backstop_core::store::{CompleteParams, CompleteResult, Completion};
 use sqlx::postgres::PgBindIterExt;
 
-/// Returns the stale completions (id and epoch), in the order given.
+/// Applies the fenced completions and returns the position (`ord`) of each that counted.
+///
+/// Every join here is between a table and one CTE (never CTE to CTE): PostgreSQL estimates an
+/// `UNNEST` at a handful of rows, and a nested loop between two 4,000-row CTEs made large
+/// batches take seconds. The completions' own columns ride along in `held` instead.
 const COMPLETE: &str = "
 WITH c AS (
     SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],
@@ -29,7 +34,7 @@ first AS (
     SELECT DISTINCT ON (id, epoch) * FROM c ORDER BY id, epoch, ord
 ),
 held AS MATERIALIZED (
-    SELECT t.seq, f.ord
+    SELECT t.seq, f.*
     FROM {schema}.tasks AS t JOIN first AS f ON t.id = f.id
     WHERE t.epoch = f.epoch AND t.status = 'running'
     ORDER BY t.id
@@ -37,45 +42,45 @@ held AS MATERIALIZED (
 ),
 done AS (
     UPDATE {schema}.tasks AS t
-    SET status = f.status, run_at = coalesce(f.run_at, t.run_at),
-        last_error = f.error, reason = f.reason,
+    SET status = h.status, run_at = coalesce(h.run_at, t.run_at),
+        last_error = h.error, reason = h.reason,
         lease_owner = NULL, lease_until = NULL, updated_at = $14,
-        att_started_at = CASE WHEN f.status = 'pending' THEN NULL ELSE f.started_at END,
-        att_ended_at = CASE WHEN f.status = 'pending' THEN NULL ELSE f.ended_at END,
-        att_outcome = CASE WHEN f.status = 'pending' THEN NULL ELSE f.outcome END,
-        att_error = CASE WHEN f.status = 'pending' THEN NULL ELSE f.error END,
-        att_http_status = CASE WHEN f.status = 'pending' THEN NULL ELSE f.http_status END,
-        att_worker = CASE WHEN f.status = 'pending' THEN NULL ELSE f.worker END
-    FROM held AS h JOIN first AS f ON f.ord = h.ord
-    WHERE t.seq = h.seq AND t.epoch = f.epoch AND t.status = 'running'
-    RETURNING t.id, t.attempts, f.ord
+        att_started_at = CASE WHEN h.status = 'pending' THEN NULL ELSE h.started_at END,
+        att_ended_at = CASE WHEN h.status = 'pending' THEN NULL ELSE h.ended_at END,
+        att_outcome = CASE WHEN h.status = 'pending' THEN NULL ELSE h.outcome END,
+        att_error = CASE WHEN h.status = 'pending' THEN NULL ELSE h.error END,
+        att_http_status = CASE WHEN h.status = 'pending' THEN NULL ELSE h.http_status END,
+        att_worker = CASE WHEN h.status = 'pending' THEN NULL ELSE h.worker END
+    FROM held AS h
+    WHERE t.seq = h.seq AND t.epoch = h.epoch AND t.status = 'running'
+    RETURNING t.id, t.attempts, h.ord, h.status, h.ended_at, h.outcome, h.error,
+              h.http_status, h.duration_ms, h.worker
 ),
 retried AS (
     INSERT INTO {schema}.events
         (task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker)
-    SELECT f.id, 'attempt', f.ended_at, d.attempts, f.outcome, f.error, f.http_status,
-           f.duration_ms, f.worker
-    FROM done AS d JOIN first AS f ON f.ord = d.ord
-    WHERE f.status = 'pending'
-),
-stale AS (
-    INSERT INTO {schema}.events
-        (task_id, type, at, attempt, outcome, error, http_status, worker)
-    SELECT c.id, 'stale_completion', $14, c.attempt, c.outcome, c.error, c.http_status, c.worker
-    FROM c
-    WHERE NOT EXISTS (SELECT 1 FROM done AS d WHERE d.ord = c.ord)
-    ORDER BY c.ord
+    SELECT d.id, 'attempt', d.ended_at, d.attempts, d.outcome, d.error, d.http_status,
+           d.duration_ms, d.worker
+    FROM done AS d
+    WHERE d.status = 'pending'
 )
-SELECT c.id, c.epoch FROM c
-WHERE NOT EXISTS (SELECT 1 FROM done AS d WHERE d.ord = c.ord)
-ORDER BY c.ord";
+SELECT ord FROM done";
+
+/// Records rejected completions on their tasks' timelines.
+const STALE: &str = "
+INSERT INTO {schema}.events (task_id, type, at, attempt, outcome, error, http_status, worker)
+SELECT id, 'stale_completion', $7, attempt, outcome, error, http_status, worker
+FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6::text[])
+    WITH ORDINALITY AS s(id, attempt, outcome, error, http_status, worker, ord)
+ORDER BY ord";
 
 pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResult, StoreError> {
     if p.completions.is_empty() {
         return Ok(CompleteResult::default());
     }
     let c = &p.completions;
-    let stale: Vec<(Id, i64)> = sqlx::query_as(db.schema.sql(COMPLETE))
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    let counted: Vec<i64> = sqlx::query_scalar(db.schema.sql(COMPLETE))
         .bind(c.iter().map(|c| Id(c.lease.id)).bind_iter())
         .bind(c.iter().map(|c| c.lease.epoch).bind_iter())
         .bind(c.iter().map(|c| c.status.as_str()).bind_iter())
@@ -94,16 +99,48 @@ pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResu
                 .bind_iter(),
         )
         .bind(Time(p.now))
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+    // Positions are 1-based (`WITH ORDINALITY`); whatever did not count was stale.
+    let mut counts = vec![false; c.len()];
+    for ord in counted {
+        if let Some(slot) = usize::try_from(ord - 1)
+            .ok()
+            .and_then(|i| counts.get_mut(i))
+        {
+            *slot = true;
+        }
+    }
+    let stale: Vec<&Completion> = c
+        .iter()
+        .zip(&counts)
+        .filter(|(_, counted)| !**counted)
+        .map(|(c, _)| c)
+        .collect();
+    if !stale.is_empty() {
+        sqlx::query(db.schema.sql(STALE))
+            .bind(stale.iter().map(|c| Id(c.lease.id)).bind_iter())
+            .bind(stale.iter().map(|c| i64::from(c.attempt)).bind_iter())
+            .bind(stale.iter().map(|c| c.outcome.as_str()).bind_iter())
+            .bind(stale.iter().map(|c| c.last_error.as_deref()).bind_iter())
+            .bind(
+                stale
+                    .iter()
+                    .map(|c| c.http_status.map(i32::from))
+                    .bind_iter(),
+            )
+            .bind(stale.iter().map(|c| c.worker.as_str()).bind_iter())
+            .bind(Time(p.now))
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
+    tx.commit().await.map_err(db_err)?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
     Ok(CompleteResult {
-        stale: stale
-            .into_iter()
-            .map(|(Id(id), epoch)| LeaseRef { id, epoch })
-            .collect(),
+        stale: stale.into_iter().map(|c| c.lease).collect(),
     })
 }
