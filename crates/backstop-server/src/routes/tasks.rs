@@ -323,14 +323,8 @@ async fn list(
     State(state): State<AppState>,
     ApiQuery(mut q): ApiQuery<ListQuery>,
 ) -> Result<Response, Problem> {
-    // An empty parameter (`?kind=`) is the same as an absent one.
-    for p in [
-        &mut q.kind,
-        &mut q.key,
-        &mut q.status,
-        &mut q.limit,
-        &mut q.cursor,
-    ] {
+    // An empty filter (`?kind=`) is the same as an absent one; an empty `limit` is not a number.
+    for p in [&mut q.kind, &mut q.key, &mut q.status, &mut q.cursor] {
         if p.as_deref().is_some_and(str::is_empty) {
             *p = None;
         }

@@ -92,6 +92,7 @@ async fn listing_filters_and_pages_newest_first() {
         ("limit=-1", "limit"),
         ("cursor=zzz", "cursor"),
         ("limit=ten", "limit"),
+        ("limit=", "limit"),
         ("colour=red", "unknown field"),
     ] {
         let (s, p) = api.get(&format!("/v1/tasks?{q}")).await;
