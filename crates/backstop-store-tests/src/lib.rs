@@ -13,6 +13,7 @@ mod fixtures;
 mod leadership;
 pub mod outbox;
 mod retention;
+pub mod server;
 
 pub use fixtures::*;
 

@@ -11,16 +11,12 @@ pub const URL_VAR: &str = "BACKSTOP_TEST_MYSQL_URL";
 
 /// The test server's URL, if one is configured.
 pub fn url() -> Option<String> {
-    std::env::var(URL_VAR).ok().filter(|u| !u.is_empty())
+    backstop_store_tests::server::server_url(URL_VAR)
 }
 
 /// True (after saying so on stderr) when no server is configured: the test passes untested.
 pub fn skip() -> bool {
-    if url().is_some() {
-        return false;
-    }
-    eprintln!("skipped: {URL_VAR} is not set");
-    true
+    backstop_store_tests::server::skip_without(URL_VAR)
 }
 
 /// Tables of their own for one test: a random prefix, whose tables are dropped when this goes.

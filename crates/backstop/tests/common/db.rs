@@ -35,10 +35,10 @@ impl TestDb {
     /// line) when the server's variable is not set.
     pub fn new(server: Server) -> Option<TestDb> {
         let var = server.url_var();
-        let Some(base) = std::env::var(var).ok().filter(|u| !u.is_empty()) else {
-            eprintln!("skipped: {var} is not set");
+        if backstop_store_tests::server::skip_without(var) {
             return None;
-        };
+        }
+        let base = backstop_store_tests::server::server_url(var)?;
         let unique = TaskId::new().0.simple().to_string();
         let name = match server {
             Server::Postgres => format!("test_{unique}"),
