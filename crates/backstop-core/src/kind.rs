@@ -44,6 +44,9 @@ pub struct KindConfig {
     pub expires_in: Option<Duration>,
     /// How long a claim holds the task before another process may rescue it.
     pub lease: Duration,
+    /// Paused: tasks are accepted and kept, but none is started (no claims, no pull leases)
+    /// until the kind is resumed. The reconciler names the pause when they become overdue.
+    pub paused: bool,
 }
 
 impl KindConfig {
@@ -59,6 +62,7 @@ impl KindConfig {
             concurrency: 32,
             expires_in: None,
             lease: Duration::from_secs(60),
+            paused: false,
         }
     }
 }

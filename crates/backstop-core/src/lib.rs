@@ -3,6 +3,7 @@
 //!
 //! Nothing here performs I/O; storage backends and the engine build on these types.
 
+pub mod audit;
 pub mod backoff;
 pub mod classify;
 pub mod clock;

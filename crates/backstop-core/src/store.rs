@@ -314,6 +314,77 @@ pub struct PruneParams {
     pub limit: usize,
 }
 
+/// Records that `owner` is alive under `name` at `at`, with a free-form `detail` (JSON by
+/// convention): processes beat `node:<owner>` with the kinds they serve, the reconciler beats
+/// `reconciler` after each pass. Beats are how one process sees the others.
+#[derive(Clone, Debug)]
+pub struct BeatParams {
+    /// What beats (`node:<owner>`, `reconciler`).
+    pub name: String,
+    /// Who beat it.
+    pub owner: String,
+    /// When.
+    pub at: Timestamp,
+    /// What the beat says.
+    pub detail: String,
+}
+
+/// One recorded beat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Beat {
+    pub name: String,
+    pub owner: String,
+    pub at: Timestamp,
+    pub detail: String,
+}
+
+/// Deletes beats of names starting with `prefix` last seen before `before` (processes gone
+/// for good), so the table stays as small as the set of live processes.
+#[derive(Clone, Debug)]
+pub struct ForgetBeatsParams {
+    pub prefix: String,
+    pub before: Timestamp,
+}
+
+/// Summarises the work that is not finished, per kind, for the reconciler's overdue duty and
+/// `backstop doctor`. Reads only pending and running rows (through their partial indexes),
+/// so its cost follows the backlog, never the finished history.
+#[derive(Clone, Debug)]
+pub struct BacklogParams {
+    /// Due means `run_at` at or before this.
+    pub now: Timestamp,
+    /// Overdue means `run_at` before this (now minus the threshold).
+    pub overdue_before: Timestamp,
+    /// How many overdue task ids to return per kind, oldest first.
+    pub sample: usize,
+}
+
+/// The unfinished work of one kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindBacklog {
+    pub kind: String,
+    /// Pending tasks, due or not.
+    pub pending: u64,
+    /// Pending tasks whose `run_at` has come.
+    pub due: u64,
+    /// Pending tasks whose `run_at` is older than the overdue threshold.
+    pub overdue: u64,
+    /// The oldest `run_at` among pending tasks.
+    pub oldest_run_at: Option<Timestamp>,
+    /// Running tasks (leased).
+    pub running: u64,
+    /// Up to `sample` overdue tasks, oldest `run_at` first.
+    pub overdue_sample: Vec<TaskId>,
+}
+
+/// A page of the ledger in id order, with timelines, for the conservation audit.
+#[derive(Clone, Debug)]
+pub struct AuditParams {
+    /// Only tasks with an id after this one (the audit's cursor); from the start when `None`.
+    pub after: Option<TaskId>,
+    pub limit: usize,
+}
+
 /// What a store's work watch reports (see [`Store::watch_work`]). Only hints: an engine
 /// still polls, so a missed or late signal delays work by at most its poll interval.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -402,6 +473,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes old finished tasks and their events (retention); returns how many tasks went.
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Records a beat (upsert by name).
+    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Beats whose name starts with `prefix`.
+    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>>;
+
+    /// Deletes stale beats; returns how many.
+    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Unfinished work per kind (kinds with pending or running tasks only).
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>>;
+
+    /// Tasks in id order after a cursor, each with its whole timeline (as
+    /// [`Store::timeline`] gives it).
+    fn audit_page(
+        &self,
+        p: AuditParams,
+    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>>;
 
     /// Watches for tasks created by anyone (other processes, the CLI, outbox inserts) and
     /// reports them to `sink`: the future runs the watch, reconnecting by itself, until it is

@@ -220,13 +220,15 @@ fn start(
         };
         kind.metrics
             .ended(completion.outcome, clock_start.elapsed());
+        shared.alerts.attempt(&cfg.name, completion.outcome);
         if completion.status == backstop_core::Status::Failed {
+            let error = completion.last_error.as_deref().unwrap_or("");
+            let reason = completion.reason.as_deref().unwrap_or("");
             tracing::warn!(
-                task = %lease.id, kind = %cfg.name,
-                error = completion.last_error.as_deref().unwrap_or(""),
-                reason = completion.reason.as_deref().unwrap_or(""),
+                task = %lease.id, kind = %cfg.name, error, reason,
                 "dead letter: the task failed and waits for a person (retry or resolve)"
             );
+            crate::alerts::dead_letter(&shared.alerts, &cfg.name, lease.id, error, reason);
         }
         if done.send(completion).await.is_err() {
             tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");

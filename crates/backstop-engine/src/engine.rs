@@ -1,6 +1,7 @@
 //! The engine: its configuration, its handle for enqueuing, and its run loop with graceful
 //! shutdown.
 
+use crate::alerts::{self, AlertOptions, Alerts};
 use crate::completer;
 use crate::dispatcher::{self, KindRuntime};
 use crate::enqueue::{self, EnqueueError, EnqueueRequest, Enqueued};
@@ -10,7 +11,7 @@ use crate::heartbeat;
 use crate::inflight::InFlight;
 use crate::leader;
 use crate::metrics::KindMetrics;
-use crate::rescue;
+use crate::reconciler;
 use crate::retention::{self, RetentionPolicy};
 use backstop_core::store::{EnqueueParams, EnqueueResult, ReleaseParams};
 use backstop_core::validate::DEFAULT_MAX_PAYLOAD;
@@ -50,6 +51,17 @@ pub struct EngineOptions {
     pub max_payload: usize,
     /// This process's name on leases; `None` picks `host-pid-random`.
     pub worker_id: Option<String>,
+    /// How often this process records that it is alive, with the kinds it serves.
+    pub node_beat: Duration,
+    /// A pending task due longer ago than this is overdue; the reconciler says why.
+    pub overdue_after: Duration,
+    /// The reconciler is stalled when its last pass is older than this; every process
+    /// watches, and raises `reconciler.stalled`.
+    pub stalled_after: Duration,
+    /// Tasks the conservation audit checks per reconciler pass.
+    pub audit_batch: usize,
+    /// Pending tasks of one kind beyond which a `backlog` alert is raised.
+    pub backlog_alert: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -66,6 +78,11 @@ impl Default for EngineOptions {
             grace: Duration::from_secs(10),
             max_payload: DEFAULT_MAX_PAYLOAD,
             worker_id: None,
+            node_beat: Duration::from_secs(5),
+            overdue_after: Duration::from_secs(60),
+            stalled_after: Duration::from_secs(30),
+            audit_batch: 200,
+            backlog_alert: None,
         }
     }
 }
@@ -100,6 +117,12 @@ pub(crate) struct Shared {
     pub(crate) metrics: HashMap<String, Arc<KindMetrics>>,
     /// Whether this process leads (runs the singleton duties); set by the leader loop.
     pub(crate) leading: watch::Sender<bool>,
+    pub(crate) alerts: Alerts,
+    pub(crate) alert_opts: AlertOptions,
+    /// When a worker last asked this process to lease each pull kind.
+    pub(crate) pulled: std::sync::Mutex<HashMap<String, jiff::Timestamp>>,
+    /// When this engine was built (the stall watch counts from here on a fresh database).
+    pub(crate) started: jiff::Timestamp,
 }
 
 /// Collects kinds, handlers and options.
@@ -109,6 +132,7 @@ pub struct EngineBuilder {
     kinds: Vec<KindConfig>,
     handlers: HashMap<String, Handler>,
     opts: EngineOptions,
+    alerts: AlertOptions,
 }
 
 impl EngineBuilder {
@@ -136,12 +160,21 @@ impl EngineBuilder {
         self
     }
 
+    /// Sets where alerts go; each sink adds its internal kind (`backstop.alert.<name>`).
+    pub fn alerts(mut self, alerts: AlertOptions) -> Self {
+        self.alerts = alerts;
+        self
+    }
+
     /// Checks the configuration and builds the engine.
     pub fn build(mut self) -> Result<Engine, EngineError> {
         let mut kinds = HashMap::new();
         let mut configs = HashMap::new();
         let mut metrics = HashMap::new();
         let mut client = None;
+        for sink in &self.alerts.sinks {
+            self.kinds.push(sink.kind());
+        }
         for k in self.kinds {
             if configs.contains_key(&k.name) {
                 return Err(EngineError::DuplicateKind(k.name));
@@ -200,6 +233,8 @@ impl EngineBuilder {
             return Err(EngineError::HandlerWithoutKind(name));
         }
         let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
+        let alerts = Alerts::new(configs.keys().map(String::as_str));
+        let started = self.clock.now();
         Ok(Engine {
             shared: Arc::new(Shared {
                 store: self.store,
@@ -212,6 +247,10 @@ impl EngineBuilder {
                 pull_wake: Notify::new(),
                 metrics,
                 leading: watch::Sender::new(false),
+                alerts,
+                alert_opts: self.alerts,
+                pulled: Default::default(),
+                started,
             }),
         })
     }
@@ -232,6 +271,7 @@ impl Engine {
             kinds: Vec::new(),
             handlers: HashMap::new(),
             opts: EngineOptions::default(),
+            alerts: AlertOptions::default(),
         }
     }
 
@@ -264,6 +304,16 @@ impl Engine {
     /// retention) for every process on its database.
     pub fn is_leader(&self) -> bool {
         *self.shared.leading.borrow()
+    }
+
+    /// Runs one reconciler pass now, as the leader would (tests drive it with a manual
+    /// clock); returns what it did. Recorded as the reconciler's beat.
+    pub async fn reconcile_once(&self) -> reconciler::PassReport {
+        let leading = watch::channel(true).1;
+        let cursor = reconciler::last_pass(&self.shared)
+            .await
+            .and_then(|p| p.audit_cursor);
+        reconciler::pass(&self.shared, &leading, cursor).await
     }
 
     /// Enqueues one task; durable when it returns.
@@ -356,11 +406,11 @@ impl Engine {
             stop_rx.clone(),
         ));
         let leader = tokio::spawn(leader::run(shared.clone(), stop_rx.clone()));
-        let rescuer = tokio::spawn(rescue::run(
-            shared.store.clone(),
-            shared.clock.clone(),
-            shared.opts.rescue_interval,
-            shared.leading.subscribe(),
+        let reconciler = tokio::spawn(reconciler::run(shared.clone(), stop_rx.clone()));
+        let nodes = tokio::spawn(reconciler::nodes::run(shared.clone(), stop_rx.clone()));
+        let alerter = tokio::spawn(alerts::run(
+            shared.clone(),
+            shared.alert_opts.clone(),
             stop_rx.clone(),
         ));
         let pruner = tokio::spawn(retention::run(
@@ -372,7 +422,7 @@ impl Engine {
             stop_rx.clone(),
         ));
         let mut dispatchers = Vec::new();
-        for kind in shared.kinds.values() {
+        for kind in shared.kinds.values().filter(|k| !k.config.paused) {
             dispatchers.push(tokio::spawn(dispatcher::run(
                 shared.clone(),
                 kind.clone(),
@@ -429,7 +479,9 @@ impl Engine {
             }
         }
         let _ = heartbeat.await;
-        let _ = rescuer.await;
+        let _ = reconciler.await;
+        let _ = nodes.await;
+        let _ = alerter.await;
         let _ = pruner.await;
         let _ = leader.await;
         tracing::info!("engine stopped");

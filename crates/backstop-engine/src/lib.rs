@@ -1,8 +1,11 @@
 //! The engine: claims due tasks in batches, runs them on their targets under a per-kind
 //! concurrency limit, heartbeats long attempts, writes outcomes in batches, and rescues
 //! expired leases so that a crash strands nothing, and prunes finished tasks by policy (both
-//! on the one process elected leader).
+//! on the one process elected leader). The leader's reconciler also finds overdue work and
+//! explains it, audits the ledger, and beats a heartbeat every process watches; alerts go out
+//! aggregated, as ledger tasks of their own.
 
+pub mod alerts;
 mod completer;
 mod dispatcher;
 mod engine;
@@ -15,7 +18,7 @@ pub mod leader;
 pub mod lease_token;
 pub mod metrics;
 pub mod pull;
-mod rescue;
+pub mod reconciler;
 mod retention;
 mod wakeups;
 mod worker_id;

@@ -20,6 +20,12 @@ pub mod names {
     pub const WAKEUP_RECONNECTS: &str = "backstop_wakeup_listener_reconnects_total";
     pub const WAKEUP_NOTIFICATIONS: &str = "backstop_wakeup_notifications_total";
     pub const WAKEUP_LAST: &str = "backstop_wakeup_last_notification_timestamp_seconds";
+    pub const RECONCILER_PASSES: &str = "backstop_reconciler_passes_total";
+    pub const RECONCILER_PASS_SECONDS: &str = "backstop_reconciler_pass_duration_seconds";
+    pub const RECONCILER_STALLED: &str = "backstop_reconciler_stalled";
+    pub const OVERDUE: &str = "backstop_overdue_tasks";
+    pub const DRIFT: &str = "backstop_audit_drift_total";
+    pub const ALERTS: &str = "backstop_alerts_raised_total";
 }
 
 /// Handles for one kind.
@@ -135,4 +141,28 @@ pub(crate) fn wakeup_notified() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     gauge!(names::WAKEUP_LAST).set(now.as_secs_f64());
+}
+
+/// Records one reconciler pass.
+pub(crate) fn reconciler_pass(r: &crate::reconciler::PassReport) {
+    counter!(names::RECONCILER_PASSES).increment(1);
+    histogram!(names::RECONCILER_PASS_SECONDS).record(r.took_ms as f64 / 1000.0);
+    for b in &r.backlog {
+        gauge!(names::OVERDUE, "kind" => b.kind.clone()).set(b.overdue as f64);
+    }
+}
+
+/// Whether this process sees the reconciler stalled.
+pub(crate) fn reconciler_stalled(stalled: bool) {
+    gauge!(names::RECONCILER_STALLED).set(if stalled { 1.0 } else { 0.0 });
+}
+
+/// Counts one finding of the conservation audit.
+pub(crate) fn drift(d: &backstop_core::audit::Drift) {
+    counter!(names::DRIFT, "kind" => d.kind.clone(), "rule" => d.rule.as_str()).increment(1);
+}
+
+/// Counts one raised alert event.
+pub(crate) fn alert(name: crate::alerts::AlertName) {
+    counter!(names::ALERTS, "event" => name.as_str()).increment(1);
 }

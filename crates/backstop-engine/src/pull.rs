@@ -91,6 +91,13 @@ impl Engine {
         let deadline = Instant::now() + r.wait;
         let owner = format!("pull:{}", r.worker);
         let mut stop = std::pin::pin!(stop);
+        {
+            let now = shared.clock.now();
+            let mut pulled = shared.pulled.lock().expect("not poisoned");
+            for k in &r.kinds {
+                pulled.insert(k.clone(), now);
+            }
+        }
         loop {
             // Registered before the claim, so an enqueue between the claim and the wait
             // still wakes this request.
@@ -155,6 +162,9 @@ impl Engine {
             let want = r.max - out.len();
             if want == 0 {
                 break;
+            }
+            if shared.configs.get(kind).is_some_and(|k| k.paused) {
+                continue;
             }
             let now = to_ms(shared.clock.now());
             let lease_until = add(now, r.lease);
@@ -339,7 +349,7 @@ impl Engine {
                     status: d.status,
                     run_at: d.run_at,
                     last_error: d.last_error,
-                    reason: d.reason,
+                    reason: d.reason.clone(),
                     outcome: d.attempt_outcome,
                     http_status: None,
                     started_at: t.started_at,
@@ -357,13 +367,18 @@ impl Engine {
             let took = (now.as_millisecond() - t.started_at.as_millisecond()).max(0) as u64;
             m.ended(d.attempt_outcome, Duration::from_millis(took));
         }
+        shared.alerts.attempt(&task.kind, d.attempt_outcome);
         match d.status {
             Status::Pending => shared.pull_wake.notify_waiters(),
-            Status::Failed => tracing::warn!(
-                task = %task.id, kind = %task.kind, key = %task.key,
-                error = task_error(&outcome),
-                "dead letter: the task failed and waits for a person (retry or resolve)"
-            ),
+            Status::Failed => {
+                let error = task_error(&outcome);
+                tracing::warn!(
+                    task = %task.id, kind = %task.kind, key = %task.key, error,
+                    "dead letter: the task failed and waits for a person (retry or resolve)"
+                );
+                let reason = d.reason.as_deref().unwrap_or("");
+                crate::alerts::dead_letter(&shared.alerts, &task.kind, task.id, error, reason);
+            }
             _ => {}
         }
         Ok(Completed {

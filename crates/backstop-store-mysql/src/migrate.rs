@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "ledger", include_str!("../migrations/0001_ledger.sql")),
     (2, "outbox", include_str!("../migrations/0002_outbox.sql")),
     (3, "leader", include_str!("../migrations/0003_leader.sql")),
+    (4, "beats", include_str!("../migrations/0004_beats.sql")),
 ];
 
 /// How long a process waits for another one's migration before giving up.

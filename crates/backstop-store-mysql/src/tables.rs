@@ -4,7 +4,7 @@
 use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
-/// `backstop_leaders`, `backstop_schema`.
+/// `backstop_leaders`, `backstop_beats`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…leaders`) stays well within MySQL's 64.
@@ -36,6 +36,7 @@ pub(crate) struct Tables {
     tasks: String,
     events: String,
     leaders: String,
+    beats: String,
     schema: String,
 }
 
@@ -47,6 +48,7 @@ impl Tables {
             tasks: format!("{prefix}tasks"),
             events: format!("{prefix}events"),
             leaders: format!("{prefix}leaders"),
+            beats: format!("{prefix}beats"),
             schema: format!("{prefix}schema"),
         })
     }
@@ -55,13 +57,14 @@ impl Tables {
         &self.prefix
     }
 
-    /// `template` with `{tasks}`, `{events}`, `{leaders}` and `{schema}` replaced by the table
+    /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}` and `{schema}` replaced by the table
     /// names.
     pub(crate) fn sql(&self, template: &str) -> String {
         template
             .replace("{tasks}", &self.tasks)
             .replace("{events}", &self.events)
             .replace("{leaders}", &self.leaders)
+            .replace("{beats}", &self.beats)
             .replace("{schema}", &self.schema)
     }
 

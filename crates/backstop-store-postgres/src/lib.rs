@@ -27,6 +27,7 @@ mod retention;
 mod row;
 mod schema;
 mod types;
+mod watch;
 
 pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
 
@@ -182,6 +183,29 @@ impl Store for PostgresStore {
 
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move { retention::prune(&self.db, &p).await })
+    }
+
+    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move { watch::beat(&self.db, &p).await })
+    }
+
+    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
+        Box::pin(watch::beats(&self.db, prefix))
+    }
+
+    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { watch::forget_beats(&self.db, &p).await })
+    }
+
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
+        Box::pin(async move { watch::backlog(&self.db, &p).await })
+    }
+
+    fn audit_page(
+        &self,
+        p: AuditParams,
+    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+        Box::pin(async move { watch::audit_page(&self.db, &p).await })
     }
 
     fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {

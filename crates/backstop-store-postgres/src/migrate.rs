@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "outbox", include_str!("../migrations/0002_outbox.sql")),
     (3, "leader", include_str!("../migrations/0003_leader.sql")),
     (4, "notify", include_str!("../migrations/0004_notify.sql")),
+    (5, "beats", include_str!("../migrations/0005_beats.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

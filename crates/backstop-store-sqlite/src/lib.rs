@@ -22,6 +22,7 @@ mod read;
 mod retention;
 mod row;
 mod shapes;
+mod watch;
 
 pub use connect::{Durability, SqliteOptions};
 
@@ -202,5 +203,34 @@ impl Store for SqliteStore {
 
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move { retention::prune(&self.inner.readers, &self.inner.writer, &p).await })
+    }
+
+    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            watch::beat(&mut w, &p).await
+        })
+    }
+
+    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
+        Box::pin(watch::beats(&self.inner.readers, prefix))
+    }
+
+    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            watch::forget_beats(&mut w, &p).await
+        })
+    }
+
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
+        Box::pin(async move { watch::backlog(&self.inner.readers, &p).await })
+    }
+
+    fn audit_page(
+        &self,
+        p: AuditParams,
+    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+        Box::pin(async move { watch::audit_page(&self.inner.readers, &p).await })
     }
 }

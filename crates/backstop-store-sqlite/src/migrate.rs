@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "ledger", include_str!("../migrations/0001_ledger.sql")),
     (2, "outbox", include_str!("../migrations/0002_outbox.sql")),
     (3, "leader", include_str!("../migrations/0003_leader.sql")),
+    (4, "beats", include_str!("../migrations/0004_beats.sql")),
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {

@@ -11,6 +11,7 @@ type S = Arc<dyn Store>;
 
 pub use crate::leadership::*;
 pub use crate::retention::*;
+pub use crate::watch::*;
 
 pub async fn enqueue_creates_a_pending_task(store: S) {
     let mut t = task("sms.send", "order-1", r#"{"to":"+100"}"#);

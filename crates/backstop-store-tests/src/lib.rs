@@ -14,6 +14,7 @@ mod leadership;
 pub mod outbox;
 mod retention;
 pub mod server;
+mod watch;
 
 pub use fixtures::*;
 
@@ -57,7 +58,11 @@ macro_rules! conformance_suite {
             resigned_leadership_is_taken_at_once,
             racing_owners_elect_exactly_one,
             prune_deletes_only_old_tasks_of_the_status,
-            prune_takes_bounded_batches
+            prune_takes_bounded_batches,
+            beats_are_overwritten_by_name_and_listed_by_prefix,
+            backlog_counts_pending_due_overdue_and_running_per_kind,
+            audit_pages_walk_the_ledger_in_id_order,
+            a_ledger_driven_through_every_transition_audits_clean
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

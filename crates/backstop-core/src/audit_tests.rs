@@ -1,0 +1,118 @@
+use super::*;
+use jiff::Timestamp;
+
+fn task(status: Status, attempts: u32) -> Task {
+    let t = Timestamp::from_second(1_700_000_000).unwrap();
+    Task {
+        id: TaskId::new(),
+        kind: "sms.send".into(),
+        key: "k".into(),
+        payload: b"{}".to_vec(),
+        status,
+        attempts,
+        max_attempts: 5,
+        run_at: t,
+        expires_at: None,
+        lease_owner: None,
+        lease_until: None,
+        epoch: attempts.into(),
+        traceparent: None,
+        last_error: None,
+        reason: None,
+        created_at: t,
+        updated_at: t,
+    }
+}
+
+fn at() -> Timestamp {
+    Timestamp::from_second(1_700_000_000).unwrap()
+}
+
+fn attempt(o: Option<AttemptOutcome>) -> Event {
+    Event {
+        outcome: o,
+        ..Event::new(EventType::Attempt, at())
+    }
+}
+
+fn rules(t: &Task, tl: &[Event]) -> Vec<DriftRule> {
+    audit(t, tl).into_iter().map(|d| d.rule).collect()
+}
+
+#[test]
+fn a_clean_success_has_no_drift() {
+    let tl = [
+        Event::new(EventType::Created, at()),
+        attempt(Some(AttemptOutcome::Retry)),
+        attempt(Some(AttemptOutcome::Succeeded)),
+    ];
+    assert!(rules(&task(Status::Succeeded, 2), &tl).is_empty());
+}
+
+#[test]
+fn succeeded_needs_a_successful_last_attempt() {
+    let tl = [
+        Event::new(EventType::Created, at()),
+        attempt(Some(AttemptOutcome::Failed)),
+    ];
+    assert_eq!(
+        rules(&task(Status::Succeeded, 1), &tl),
+        [DriftRule::SucceededWithoutSuccess]
+    );
+}
+
+#[test]
+fn failed_needs_a_failing_attempt_or_a_reason() {
+    let tl = [
+        Event::new(EventType::Created, at()),
+        attempt(Some(AttemptOutcome::Retry)),
+    ];
+    assert_eq!(
+        rules(&task(Status::Failed, 1), &tl),
+        [DriftRule::FailedWithoutCause]
+    );
+    let mut with_reason = task(Status::Failed, 1);
+    with_reason.reason = Some("attempts exhausted".into());
+    assert!(rules(&with_reason, &tl).is_empty());
+}
+
+#[test]
+fn compensated_needs_a_reason() {
+    let tl = [Event::new(EventType::Created, at())];
+    assert_eq!(
+        rules(&task(Status::Compensated, 0), &tl),
+        [DriftRule::CompensatedWithoutReason]
+    );
+}
+
+#[test]
+fn leases_belong_to_running_tasks_only() {
+    let tl = [Event::new(EventType::Created, at()), attempt(None)];
+    assert_eq!(
+        rules(&task(Status::Running, 1), &tl),
+        [DriftRule::RunningWithoutLease]
+    );
+    let mut idle = task(Status::Pending, 0);
+    idle.lease_owner = Some("w1".into());
+    assert_eq!(
+        rules(&idle, &tl[..1]),
+        [DriftRule::LeaseOnIdleTask]
+    );
+}
+
+#[test]
+fn the_attempt_counter_must_match_the_timeline() {
+    let tl = [Event::new(EventType::Created, at())];
+    assert_eq!(
+        rules(&task(Status::Pending, 2), &tl),
+        [DriftRule::AttemptsMismatch]
+    );
+}
+
+#[test]
+fn a_timeline_without_creation_is_drift() {
+    assert_eq!(
+        rules(&task(Status::Pending, 0), &[]),
+        [DriftRule::MissingCreation]
+    );
+}

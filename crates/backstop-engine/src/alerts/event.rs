@@ -1,0 +1,103 @@
+//! What an alert is about.
+
+use backstop_core::TaskId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The events a sink may subscribe to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum AlertName {
+    /// A task became a dead letter.
+    #[serde(rename = "task.failed")]
+    TaskFailed,
+    /// A task's lease expired (its worker died) and it was put back to pending.
+    #[serde(rename = "task.rescued")]
+    TaskRescued,
+    /// The reconciler has not passed for longer than the threshold.
+    #[serde(rename = "reconciler.stalled")]
+    ReconcilerStalled,
+    /// Pending tasks of a kind over the threshold.
+    #[serde(rename = "backlog")]
+    Backlog,
+    /// A kind's share of failing attempts over the threshold in a window.
+    #[serde(rename = "failure_rate")]
+    FailureRate,
+    /// A statement reconciliation found breaks.
+    #[serde(rename = "statement.breaks")]
+    StatementBreaks,
+    /// The conservation audit found a task whose timeline disagrees with its status.
+    #[serde(rename = "audit.drift")]
+    AuditDrift,
+}
+
+impl AlertName {
+    /// Every alert event.
+    pub const ALL: [AlertName; 7] = [
+        AlertName::TaskFailed,
+        AlertName::TaskRescued,
+        AlertName::ReconcilerStalled,
+        AlertName::Backlog,
+        AlertName::FailureRate,
+        AlertName::StatementBreaks,
+        AlertName::AuditDrift,
+    ];
+
+    /// The configured and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertName::TaskFailed => "task.failed",
+            AlertName::TaskRescued => "task.rescued",
+            AlertName::ReconcilerStalled => "reconciler.stalled",
+            AlertName::Backlog => "backlog",
+            AlertName::FailureRate => "failure_rate",
+            AlertName::StatementBreaks => "statement.breaks",
+            AlertName::AuditDrift => "audit.drift",
+        }
+    }
+}
+
+impl fmt::Display for AlertName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown alert event name.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks or audit.drift)"
+)]
+pub struct UnknownAlert(pub String);
+
+impl FromStr for AlertName {
+    type Err = UnknownAlert;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AlertName::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| UnknownAlert(s.into()))
+    }
+}
+
+/// One occurrence, before aggregation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlertEvent {
+    pub name: AlertName,
+    pub kind: Option<String>,
+    pub task: Option<TaskId>,
+    /// What happened, in plain words (the first of a window is shown).
+    pub detail: String,
+}
+
+impl AlertEvent {
+    /// An event with no kind or task.
+    pub fn new(name: AlertName, detail: impl Into<String>) -> Self {
+        AlertEvent {
+            name,
+            kind: None,
+            task: None,
+            detail: detail.into(),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! What the reconciler and `backstop doctor` read and write about the ledger as a whole:
+//! beats, the backlog per kind, and pages for the conservation audit.
+
+use crate::Db;
+use crate::read::timeline;
+use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, opt_time, parse_id, task, text, to_ms};
+use crate::tx::db_err;
+use backstop_core::store::{
+    AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
+};
+use backstop_core::{Event, StoreError, Task};
+
+const BEAT: &str = "
+INSERT INTO {beats} (name, owner, at, detail) VALUES (?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE owner = VALUES(owner), at = VALUES(at), detail = VALUES(detail)";
+
+// LEFT(), not LIKE: names may hold `%` or `_`.
+const BEATS: &str = "
+SELECT name, owner, at, detail FROM {beats} WHERE LEFT(name, CHAR_LENGTH(?)) = ? ORDER BY name";
+
+const FORGET: &str = "DELETE FROM {beats} WHERE LEFT(name, CHAR_LENGTH(?)) = ? AND at < ?";
+
+/// Pending rows per kind, through the `(status, kind, run_at)` index.
+const PENDING: &str = "
+SELECT kind, COUNT(*) AS n, CAST(SUM(run_at <= ?) AS SIGNED) AS due,
+       CAST(SUM(run_at < ?) AS SIGNED) AS overdue, MIN(run_at) AS oldest
+FROM {tasks} WHERE status = 0 GROUP BY kind";
+
+const RUNNING: &str = "SELECT kind, COUNT(*) AS n FROM {tasks} WHERE status = 1 GROUP BY kind";
+
+const SAMPLE: &str = "
+SELECT id FROM {tasks} WHERE status = 0 AND kind = ? AND run_at < ? ORDER BY run_at LIMIT ?";
+
+pub(crate) async fn beat(db: &Db, p: &BeatParams) -> Result<(), StoreError> {
+    sqlx::query(db.tables.q(BEAT))
+        .bind(&p.name)
+        .bind(&p.owner)
+        .bind(to_ms(p.at))
+        .bind(&p.detail)
+        .execute(&db.pool)
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn beats(db: &Db, prefix: &str) -> Result<Vec<Beat>, StoreError> {
+    let rows = sqlx::query(db.tables.q(BEATS))
+        .bind(prefix)
+        .bind(prefix)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    rows.iter()
+        .map(|r| {
+            Ok(Beat {
+                name: col(r, "name")?,
+                owner: col(r, "owner")?,
+                at: from_ms(col(r, "at")?),
+                detail: col(r, "detail")?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn forget_beats(db: &Db, p: &ForgetBeatsParams) -> Result<u64, StoreError> {
+    let done = sqlx::query(db.tables.q(FORGET))
+        .bind(&p.prefix)
+        .bind(&p.prefix)
+        .bind(to_ms(p.before))
+        .execute(&db.pool)
+        .await
+        .map_err(db_err)?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklog>, StoreError> {
+    let overdue_before = to_ms(p.overdue_before);
+    let pending = sqlx::query(db.tables.q(PENDING))
+        .bind(to_ms(p.now))
+        .bind(overdue_before)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    let running = sqlx::query(db.tables.q(RUNNING))
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    let mut out = Vec::with_capacity(pending.len());
+    for r in &pending {
+        out.push(KindBacklog {
+            kind: text(r, "kind")?,
+            pending: col::<i64, _>(r, "n")? as u64,
+            due: col::<i64, _>(r, "due")? as u64,
+            overdue: col::<i64, _>(r, "overdue")? as u64,
+            oldest_run_at: opt_time(r, "oldest")?,
+            running: 0,
+            overdue_sample: Vec::new(),
+        });
+    }
+    for r in &running {
+        let kind = text(r, "kind")?;
+        let n = col::<i64, _>(r, "n")? as u64;
+        match out.iter_mut().find(|b| b.kind == kind) {
+            Some(b) => b.running = n,
+            None => out.push(KindBacklog {
+                kind,
+                pending: 0,
+                due: 0,
+                overdue: 0,
+                oldest_run_at: None,
+                running: n,
+                overdue_sample: Vec::new(),
+            }),
+        }
+    }
+    for b in out.iter_mut().filter(|b| b.overdue > 0 && p.sample > 0) {
+        let ids: Vec<Vec<u8>> = sqlx::query_scalar(db.tables.q(SAMPLE))
+            .bind(&b.kind)
+            .bind(overdue_before)
+            .bind(p.sample as i64)
+            .fetch_all(&db.pool)
+            .await
+            .map_err(db_err)?;
+        b.overdue_sample = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
+    }
+    out.sort_by(|a, b| a.kind.cmp(&b.kind));
+    Ok(out)
+}
+
+pub(crate) async fn audit_page(
+    db: &Db,
+    p: &AuditParams,
+) -> Result<Vec<(Task, Vec<Event>)>, StoreError> {
+    let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?"
+    );
+    let rows = sqlx::query(db.tables.q(&sql))
+        .bind(after.clone())
+        .bind(after)
+        .bind(p.limit as i64)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    let mut page = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let t = task(r)?;
+        let events = timeline(db, t.id).await?;
+        page.push((t, events));
+    }
+    Ok(page)
+}

@@ -1,0 +1,157 @@
+//! What the reconciler and `backstop doctor` read and write about the ledger as a whole:
+//! beats, the backlog per kind, and pages for the conservation audit.
+
+use crate::read::timeline;
+use crate::row::{col, opt_time, task, task_columns, time};
+use crate::types::{Id, Time};
+use crate::{Db, db_err};
+use backstop_core::store::{
+    AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
+};
+use backstop_core::{Event, StoreError, Task, TaskId};
+
+const BEAT: &str = "
+INSERT INTO {schema}.beats (name, owner, at, detail) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE
+SET owner = EXCLUDED.owner, at = EXCLUDED.at, detail = EXCLUDED.detail";
+
+// left(), not LIKE: names may hold `%` or `_`.
+const BEATS: &str = "
+SELECT name, owner, at, detail FROM {schema}.beats
+WHERE left(name, length($1)) = $1 ORDER BY name";
+
+const FORGET: &str = "DELETE FROM {schema}.beats WHERE left(name, length($1)) = $1 AND at < $2";
+
+/// Pending rows per kind, through the partial index of pending tasks.
+const PENDING: &str = "
+SELECT kind, count(*) AS n, count(*) FILTER (WHERE run_at <= $1) AS due,
+       count(*) FILTER (WHERE run_at < $2) AS overdue, min(run_at) AS oldest
+FROM {schema}.tasks WHERE status = 'pending' GROUP BY kind";
+
+const RUNNING: &str =
+    "SELECT kind, count(*) AS n FROM {schema}.tasks WHERE status = 'running' GROUP BY kind";
+
+const SAMPLE: &str = "
+SELECT id FROM {schema}.tasks
+WHERE status = 'pending' AND kind = $1 AND run_at < $2 ORDER BY run_at LIMIT $3";
+
+const PAGE: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM {schema}.tasks WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2"
+);
+
+pub(crate) async fn beat(db: &Db, p: &BeatParams) -> Result<(), StoreError> {
+    sqlx::query(db.schema.sql(BEAT))
+        .bind(&p.name)
+        .bind(&p.owner)
+        .bind(Time(p.at))
+        .bind(&p.detail)
+        .execute(&db.pool)
+        .await
+        .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn beats(db: &Db, prefix: &str) -> Result<Vec<Beat>, StoreError> {
+    let rows = sqlx::query(db.schema.sql(BEATS))
+        .bind(prefix)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    rows.iter()
+        .map(|r| {
+            Ok(Beat {
+                name: col(r, "name")?,
+                owner: col(r, "owner")?,
+                at: time(r, "at")?,
+                detail: col(r, "detail")?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn forget_beats(db: &Db, p: &ForgetBeatsParams) -> Result<u64, StoreError> {
+    let done = sqlx::query(db.schema.sql(FORGET))
+        .bind(&p.prefix)
+        .bind(Time(p.before))
+        .execute(&db.pool)
+        .await
+        .map_err(db_err)?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklog>, StoreError> {
+    let pending = sqlx::query(db.schema.sql(PENDING))
+        .bind(Time(p.now))
+        .bind(Time(p.overdue_before))
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    let running = sqlx::query(db.schema.sql(RUNNING))
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    let mut out = Vec::with_capacity(pending.len());
+    for r in &pending {
+        out.push(KindBacklog {
+            kind: col(r, "kind")?,
+            pending: col::<i64>(r, "n")? as u64,
+            due: col::<i64>(r, "due")? as u64,
+            overdue: col::<i64>(r, "overdue")? as u64,
+            oldest_run_at: opt_time(r, "oldest")?,
+            running: 0,
+            overdue_sample: Vec::new(),
+        });
+    }
+    for r in &running {
+        let kind: String = col(r, "kind")?;
+        let n = col::<i64>(r, "n")? as u64;
+        match out.iter_mut().find(|b| b.kind == kind) {
+            Some(b) => b.running = n,
+            None => out.push(KindBacklog {
+                kind,
+                pending: 0,
+                due: 0,
+                overdue: 0,
+                oldest_run_at: None,
+                running: n,
+                overdue_sample: Vec::new(),
+            }),
+        }
+    }
+    for b in out.iter_mut().filter(|b| b.overdue > 0 && p.sample > 0) {
+        let rows = sqlx::query(db.schema.sql(SAMPLE))
+            .bind(&b.kind)
+            .bind(Time(p.overdue_before))
+            .bind(p.sample as i64)
+            .fetch_all(&db.pool)
+            .await
+            .map_err(db_err)?;
+        b.overdue_sample = rows
+            .iter()
+            .map(|r| col::<Id>(r, "id").map(|i| i.0))
+            .collect::<Result<Vec<TaskId>, _>>()?;
+    }
+    out.sort_by(|a, b| a.kind.cmp(&b.kind));
+    Ok(out)
+}
+
+pub(crate) async fn audit_page(
+    db: &Db,
+    p: &AuditParams,
+) -> Result<Vec<(Task, Vec<Event>)>, StoreError> {
+    let rows = sqlx::query(db.schema.sql(PAGE))
+        .bind(p.after.map(Id))
+        .bind(p.limit as i64)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    let mut page = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let t = task(r)?;
+        let events = timeline(db, t.id).await?;
+        page.push((t, events));
+    }
+    Ok(page)
+}

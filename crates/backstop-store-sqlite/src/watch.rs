@@ -1,0 +1,158 @@
+//! What the reconciler and `backstop doctor` read and write about the ledger as a whole:
+//! beats, the backlog per kind, and pages for the conservation audit.
+
+use crate::db_err;
+use crate::read::timeline;
+use crate::row::jiff_ms::{from_ms, to_ms};
+use crate::row::{id_bytes, parse_id, task, task_columns};
+use backstop_core::store::{
+    AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
+};
+use backstop_core::{Event, StoreError, Task};
+use sqlx::sqlite::SqlitePool;
+use sqlx::{Row, SqliteConnection};
+
+pub(crate) async fn beat(conn: &mut SqliteConnection, p: &BeatParams) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO backstop_beats (name, owner, at, detail) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (name) DO UPDATE
+         SET owner = excluded.owner, at = excluded.at, detail = excluded.detail",
+    )
+    .bind(&p.name)
+    .bind(&p.owner)
+    .bind(to_ms(p.at))
+    .bind(&p.detail)
+    .execute(conn)
+    .await
+    .map_err(db_err)?;
+    Ok(())
+}
+
+pub(crate) async fn beats(pool: &SqlitePool, prefix: &str) -> Result<Vec<Beat>, StoreError> {
+    // substr, not LIKE: names may hold `%` or `_`.
+    let rows = sqlx::query(
+        "SELECT name, owner, at, detail FROM backstop_beats
+         WHERE substr(name, 1, length(?1)) = ?1 ORDER BY name",
+    )
+    .bind(prefix)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    Ok(rows
+        .iter()
+        .map(|r| Beat {
+            name: r.get("name"),
+            owner: r.get("owner"),
+            at: from_ms(r.get("at")),
+            detail: r.get("detail"),
+        })
+        .collect())
+}
+
+pub(crate) async fn forget_beats(
+    conn: &mut SqliteConnection,
+    p: &ForgetBeatsParams,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "DELETE FROM backstop_beats WHERE substr(name, 1, length(?1)) = ?1 AND at < ?2",
+    )
+    .bind(&p.prefix)
+    .bind(to_ms(p.before))
+    .execute(conn)
+    .await
+    .map_err(db_err)?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn backlog(
+    pool: &SqlitePool,
+    p: &BacklogParams,
+) -> Result<Vec<KindBacklog>, StoreError> {
+    let now = to_ms(p.now);
+    let overdue_before = to_ms(p.overdue_before);
+    // Both walk a partial index (due: pending rows by kind and run_at; leased: running rows).
+    let pending = sqlx::query(
+        "SELECT kind, count(*) AS n, sum(run_at <= ?1) AS due, sum(run_at < ?2) AS overdue,
+                min(run_at) AS oldest
+         FROM backstop_tasks INDEXED BY backstop_tasks_due WHERE status = 0 GROUP BY kind",
+    )
+    .bind(now)
+    .bind(overdue_before)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    let running = sqlx::query(
+        "SELECT kind, count(*) AS n FROM backstop_tasks INDEXED BY backstop_tasks_leased
+         WHERE status = 1 GROUP BY kind",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    let mut out: Vec<KindBacklog> = pending
+        .iter()
+        .map(|r| KindBacklog {
+            kind: r.get("kind"),
+            pending: r.get::<i64, _>("n") as u64,
+            due: r.get::<i64, _>("due") as u64,
+            overdue: r.get::<i64, _>("overdue") as u64,
+            oldest_run_at: r.get::<Option<i64>, _>("oldest").map(from_ms),
+            running: 0,
+            overdue_sample: Vec::new(),
+        })
+        .collect();
+    for r in &running {
+        let kind: String = r.get("kind");
+        let n = r.get::<i64, _>("n") as u64;
+        match out.iter_mut().find(|b| b.kind == kind) {
+            Some(b) => b.running = n,
+            None => out.push(KindBacklog {
+                kind,
+                pending: 0,
+                due: 0,
+                overdue: 0,
+                oldest_run_at: None,
+                running: n,
+                overdue_sample: Vec::new(),
+            }),
+        }
+    }
+    for b in out.iter_mut().filter(|b| b.overdue > 0 && p.sample > 0) {
+        let ids: Vec<Vec<u8>> = sqlx::query_scalar(
+            "SELECT id FROM backstop_tasks
+             WHERE status = 0 AND kind = ?1 AND run_at < ?2 ORDER BY run_at LIMIT ?3",
+        )
+        .bind(&b.kind)
+        .bind(overdue_before)
+        .bind(p.sample as i64)
+        .fetch_all(pool)
+        .await
+        .map_err(db_err)?;
+        b.overdue_sample = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
+    }
+    out.sort_by(|a, b| a.kind.cmp(&b.kind));
+    Ok(out)
+}
+
+pub(crate) async fn audit_page(
+    pool: &SqlitePool,
+    p: &AuditParams,
+) -> Result<Vec<(Task, Vec<Event>)>, StoreError> {
+    let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
+    let rows = sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE ?1 IS NULL OR id > ?1 ORDER BY id LIMIT ?2"
+    ))
+    .bind(after)
+    .bind(p.limit as i64)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?;
+    let mut page = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let t = task(r)?;
+        let events = timeline(pool, t.id).await?;
+        page.push((t, events));
+    }
+    Ok(page)
+}
