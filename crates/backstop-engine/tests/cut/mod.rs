@@ -105,4 +105,22 @@ impl Store for Cut {
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.gate(self.inner.prune(p))
     }
+    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.beat(p))
+    }
+    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
+        self.gate(self.inner.beats(prefix))
+    }
+    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.forget_beats(p))
+    }
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
+        self.gate(self.inner.backlog(p))
+    }
+    fn audit_page(
+        &self,
+        p: AuditParams,
+    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+        self.gate(self.inner.audit_page(p))
+    }
 }
