@@ -94,10 +94,7 @@ fn leases_belong_to_running_tasks_only() {
     );
     let mut idle = task(Status::Pending, 0);
     idle.lease_owner = Some("w1".into());
-    assert_eq!(
-        rules(&idle, &tl[..1]),
-        [DriftRule::LeaseOnIdleTask]
-    );
+    assert_eq!(rules(&idle, &tl[..1]), [DriftRule::LeaseOnIdleTask]);
 }
 
 #[test]

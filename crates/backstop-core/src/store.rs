@@ -377,6 +377,9 @@ pub struct KindBacklog {
     pub overdue_sample: Vec<TaskId>,
 }
 
+/// Tasks with their whole timelines, as [`Store::audit_page`] returns them.
+pub type AuditPage = Vec<(Task, Vec<Event>)>;
+
 /// A page of the ledger in id order, with timelines, for the conservation audit.
 #[derive(Clone, Debug)]
 pub struct AuditParams {
@@ -488,10 +491,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Tasks in id order after a cursor, each with its whole timeline (as
     /// [`Store::timeline`] gives it).
-    fn audit_page(
-        &self,
-        p: AuditParams,
-    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>>;
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>>;
 
     /// Watches for tasks created by anyone (other processes, the CLI, outbox inserts) and
     /// reports them to `sink`: the future runs the watch, reconnecting by itself, until it is

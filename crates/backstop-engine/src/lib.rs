@@ -21,6 +21,7 @@ pub mod pull;
 pub mod reconciler;
 mod retention;
 mod wakeups;
+pub mod why;
 mod worker_id;
 
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};

@@ -112,11 +112,22 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let got = got.lock().unwrap().clone();
-    assert_eq!(count(&got, "task.failed"), 12, "every dead letter alerted: {got:#?}");
-    assert!(got.len() <= 3, "aggregated per window, not one per task: {}", got.len());
+    assert_eq!(
+        count(&got, "task.failed"),
+        12,
+        "every dead letter alerted: {got:#?}"
+    );
+    assert!(
+        got.len() <= 3,
+        "aggregated per window, not one per task: {}",
+        got.len()
+    );
     let group = &got[0]["alerts"][0];
     assert_eq!(group["kind"], "refund.create");
-    assert!(group["tasks"].as_array().unwrap().len() <= 5, "the first few ids only");
+    assert!(
+        group["tasks"].as_array().unwrap().len() <= 5,
+        "the first few ids only"
+    );
     assert!(got[0]["text"].as_str().unwrap().contains("task.failed"));
     let c = store.counts(Some(alert_kind)).await.unwrap();
     assert_eq!(c.succeeded, got.len() as u64, "each message delivered once");
@@ -128,7 +139,10 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
         })
         .await
         .unwrap();
-    assert!(retried.iter().any(|t| t.attempts > 1), "the sink's 503s were retried");
+    assert!(
+        retried.iter().any(|t| t.attempts > 1),
+        "the sink's 503s were retried"
+    );
     assert!(retried.iter().all(|t| t.status == Status::Succeeded));
     stop.send(()).unwrap();
     run.await.unwrap();

@@ -162,7 +162,12 @@ async fn overdue_work_is_found_and_explained_per_kind() {
     put(&l, "typo.kind", "x", 0, None).await;
     later(&l, 120);
     let r = e.reconcile_once().await;
-    let why = |k: &str| r.overdue.iter().find(|o| o.kind == k).map(|o| o.why.clone());
+    let why = |k: &str| {
+        r.overdue
+            .iter()
+            .find(|o| o.kind == k)
+            .map(|o| o.why.clone())
+    };
     let sms = r.overdue.iter().find(|o| o.kind == "sms").unwrap();
     assert_eq!(sms.count, 1, "due 20 s ago is not overdue yet");
     assert_eq!(sms.sample, vec![old]);

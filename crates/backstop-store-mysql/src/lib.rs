@@ -194,10 +194,7 @@ impl Store for MysqlStore {
         Box::pin(async move { watch::backlog(&self.db, &p).await })
     }
 
-    fn audit_page(
-        &self,
-        p: AuditParams,
-    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.db, &p).await })
     }
 }

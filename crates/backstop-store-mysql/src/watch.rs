@@ -5,10 +5,10 @@ use crate::Db;
 use crate::read::timeline;
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, opt_time, parse_id, task, text, to_ms};
 use crate::tx::db_err;
+use backstop_core::StoreError;
 use backstop_core::store::{
     AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
 };
-use backstop_core::{Event, StoreError, Task};
 
 const BEAT: &str = "
 INSERT INTO {beats} (name, owner, at, detail) VALUES (?, ?, ?, ?)
@@ -130,7 +130,7 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
 pub(crate) async fn audit_page(
     db: &Db,
     p: &AuditParams,
-) -> Result<Vec<(Task, Vec<Event>)>, StoreError> {
+) -> Result<backstop_core::store::AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?"

@@ -201,10 +201,7 @@ impl Store for PostgresStore {
         Box::pin(async move { watch::backlog(&self.db, &p).await })
     }
 
-    fn audit_page(
-        &self,
-        p: AuditParams,
-    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.db, &p).await })
     }
 

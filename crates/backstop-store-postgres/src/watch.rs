@@ -8,7 +8,7 @@ use crate::{Db, db_err};
 use backstop_core::store::{
     AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
 };
-use backstop_core::{Event, StoreError, Task, TaskId};
+use backstop_core::{StoreError, TaskId};
 
 const BEAT: &str = "
 INSERT INTO {schema}.beats (name, owner, at, detail) VALUES ($1, $2, $3, $4)
@@ -140,7 +140,7 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
 pub(crate) async fn audit_page(
     db: &Db,
     p: &AuditParams,
-) -> Result<Vec<(Task, Vec<Event>)>, StoreError> {
+) -> Result<backstop_core::store::AuditPage, StoreError> {
     let rows = sqlx::query(db.schema.sql(PAGE))
         .bind(p.after.map(Id))
         .bind(p.limit as i64)

@@ -227,10 +227,7 @@ impl Store for SqliteStore {
         Box::pin(async move { watch::backlog(&self.inner.readers, &p).await })
     }
 
-    fn audit_page(
-        &self,
-        p: AuditParams,
-    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.inner.readers, &p).await })
     }
 }

@@ -5,10 +5,10 @@ use crate::db_err;
 use crate::read::timeline;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id, task, task_columns};
+use backstop_core::StoreError;
 use backstop_core::store::{
     AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
 };
-use backstop_core::{Event, StoreError, Task};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Row, SqliteConnection};
 
@@ -136,7 +136,7 @@ pub(crate) async fn backlog(
 pub(crate) async fn audit_page(
     pool: &SqlitePool,
     p: &AuditParams,
-) -> Result<Vec<(Task, Vec<Event>)>, StoreError> {
+) -> Result<backstop_core::store::AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
     let rows = sqlx::query(concat!(
         "SELECT ",

@@ -142,7 +142,12 @@ pub async fn a_ledger_driven_through_every_transition_audits_clean(store: S) {
     let c = claim(s, "k", "w1", 1, at(2)).await.remove(0);
     complete(
         s,
-        vec![completion(&c, Status::Succeeded, AttemptOutcome::Succeeded, at(2))],
+        vec![completion(
+            &c,
+            Status::Succeeded,
+            AttemptOutcome::Succeeded,
+            at(2),
+        )],
         at(2),
     )
     .await;
@@ -230,6 +235,11 @@ pub async fn a_ledger_driven_through_every_transition_audits_clean(store: S) {
     assert_eq!(page.len(), 8);
     for (t, tl) in &page {
         let drift = audit(t, tl);
-        assert!(drift.is_empty(), "{} ({}): {drift:?}\n{tl:?}", t.key, t.status);
+        assert!(
+            drift.is_empty(),
+            "{} ({}): {drift:?}\n{tl:?}",
+            t.key,
+            t.status
+        );
     }
 }

@@ -48,6 +48,15 @@ pub enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Explain one task in plain words: its state, what happened, what happens next and when.
+    Why { id: String },
+    /// Summarise health: the reconciler's last pass, live processes, backlog and overdue work
+    /// per kind with the reason, dead letters by kind. Exits 1 when something needs a person.
+    Doctor {
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]

@@ -1,9 +1,11 @@
 //! `backstop.toml`: the kinds, their targets and policies, and engine tuning. A wrong file is
 //! rejected at start with the file, the key and what is wrong.
 
+use crate::config_alerts::{RawReconciler, RawSink};
 use backstop_core::duration::parse_duration;
 use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, RetryPolicy, Target};
+use backstop_engine::alerts::AlertOptions;
 use backstop_engine::{EngineOptions, RetentionPolicy};
 use backstop_server::{ApiToken, Limits};
 use serde::Deserialize;
@@ -22,6 +24,8 @@ pub struct Config {
     pub kinds: Vec<KindConfig>,
     pub engine: EngineOptions,
     pub api: ApiConfig,
+    /// `[[alerts]]` sinks, with the window and failure rate from `[reconciler]`.
+    pub alerts: AlertOptions,
 }
 
 /// The HTTP API: where it listens, who may call it, and its bounds.
@@ -84,6 +88,10 @@ struct RawConfig {
     api: RawApi,
     #[serde(default)]
     retention: RawRetention,
+    #[serde(default)]
+    reconciler: RawReconciler,
+    #[serde(default)]
+    alerts: Vec<RawSink>,
 }
 
 /// `[retention]`: how long finished tasks are kept. `failed` is read only to refuse it.
@@ -141,6 +149,7 @@ struct RawKind {
     concurrency: Option<usize>,
     expires_in: Option<String>,
     lease: Option<String>,
+    paused: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -286,15 +295,19 @@ impl Config {
             if let Some(v) = &k.lease {
                 kc.lease = nonzero(dur(at("lease"), v)?).map_err(|m| invalid(at("lease"), m))?;
             }
+            kc.paused = k.paused.unwrap_or(false);
             kinds.push(kc);
         }
         let api = api(raw.api, &invalid)?;
+        let mut alerts = crate::config_alerts::reconciler(&raw.reconciler, &mut engine, &invalid)?;
+        crate::config_alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
             kinds,
             engine,
             api,
+            alerts,
         })
     }
 }
@@ -484,6 +497,47 @@ fn check_url(url: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconciler_thresholds_and_alert_sinks_are_read_and_checked() {
+        let c = Config::parse(
+            "[reconciler]\noverdue = \"2m\"\nstalled = \"45s\"\nbacklog_alert = 5000\nalert_window = \"30s\"\nfailure_rate = 0.25\n\n[[alerts]]\nname = \"ops\"\nurl = \"https://hooks.slack.com/services/T/B/x\"\nformat = \"slack\"\nevents = [\"task.failed\", \"reconciler.stalled\"]\n\n[[alerts]]\nurl = \"http://127.0.0.1:9/alerts\"\n\n[kinds.\"sms.send\"]\nurl = \"http://127.0.0.1:9/sms\"\npaused = true\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.engine.overdue_after, Duration::from_secs(120));
+        assert_eq!(c.engine.stalled_after, Duration::from_secs(45));
+        assert_eq!(c.engine.backlog_alert, Some(5000));
+        assert_eq!(c.alerts.window, Duration::from_secs(30));
+        assert_eq!(c.alerts.failure_rate.unwrap().threshold, 0.25);
+        assert_eq!(c.alerts.sinks.len(), 2);
+        assert_eq!(c.alerts.sinks[0].events.len(), 2);
+        assert_eq!(c.alerts.sinks[1].name, "sink2");
+        assert!(c.kinds[0].paused);
+        for (toml, key) in [
+            ("[[alerts]]\nurl = \"ftp://x\"", "alerts[0].url"),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nformat = \"teams\"",
+                "alerts[0].format",
+            ),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nevents = [\"task.lost\"]",
+                "alerts[0].events",
+            ),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nname = \"a b\"",
+                "alerts[0].name",
+            ),
+            (
+                "[reconciler]\nfailure_rate = 2.0",
+                "reconciler.failure_rate",
+            ),
+            ("[reconciler]\nstalled = \"0s\"", "reconciler.stalled"),
+        ] {
+            let e = Config::parse(toml, "t.toml").unwrap_err().to_string();
+            assert!(e.contains(key), "{toml}: {e}");
+        }
+    }
 
     #[test]
     fn reads_a_full_kind() {

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod config;
+mod config_alerts;
 mod signal;
 pub mod view;
 

@@ -134,7 +134,11 @@ mod tests {
         let w = c.take();
         assert!(c.is_empty(), "taking empties the window");
         assert_eq!(w.groups.len(), 2);
-        let sms = w.groups.iter().find(|g| g.kind.as_deref() == Some("sms.send")).unwrap();
+        let sms = w
+            .groups
+            .iter()
+            .find(|g| g.kind.as_deref() == Some("sms.send"))
+            .unwrap();
         assert_eq!(sms.count, 12);
         assert_eq!(sms.tasks, first[..FIRST_IDS]);
         let text = w.text("n1");
@@ -146,7 +150,10 @@ mod tests {
     fn sinks_see_only_their_events() {
         let mut c = Collector::default();
         c.add(failed("k"));
-        c.add(AlertEvent::new(AlertName::ReconcilerStalled, "no pass for 40s"));
+        c.add(AlertEvent::new(
+            AlertName::ReconcilerStalled,
+            "no pass for 40s",
+        ));
         let w = c.take();
         let only = w.only(&[AlertName::ReconcilerStalled]);
         assert_eq!(only.groups.len(), 1);

@@ -154,7 +154,9 @@ async fn watch_reconciler(shared: &Shared, now: Timestamp, was: bool) -> bool {
         };
         tracing::error!(%detail, "reconciler stalled");
         crate::metrics::reconciler_stalled(true);
-        shared.alerts.raise(AlertEvent::new(AlertName::ReconcilerStalled, detail));
+        shared
+            .alerts
+            .raise(AlertEvent::new(AlertName::ReconcilerStalled, detail));
     } else if !stalled && was {
         tracing::info!("the reconciler is passing again");
         crate::metrics::reconciler_stalled(false);

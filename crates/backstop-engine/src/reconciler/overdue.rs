@@ -4,7 +4,7 @@
 
 use super::nodes::NodeBeat;
 use backstop_core::store::KindBacklog;
-use backstop_core::{KindConfig, TaskId, Target};
+use backstop_core::{KindConfig, Target, TaskId};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -37,12 +37,12 @@ impl Why {
             Why::UnknownKind => "no backstop process configures this kind".into(),
             Why::NoDispatcher => "no live backstop process dispatches this kind".into(),
             Why::NoPullWorker => "no worker has leased this kind recently".into(),
-            Why::ConcurrencyFull { running, capacity } => format!(
-                "the concurrency limit is full ({running} running of {capacity} allowed)"
-            ),
-            Why::Behind { running, capacity } => format!(
-                "the dispatchers are behind ({running} running of {capacity} allowed)"
-            ),
+            Why::ConcurrencyFull { running, capacity } => {
+                format!("the concurrency limit is full ({running} running of {capacity} allowed)")
+            }
+            Why::Behind { running, capacity } => {
+                format!("the dispatchers are behind ({running} running of {capacity} allowed)")
+            }
         }
     }
 }

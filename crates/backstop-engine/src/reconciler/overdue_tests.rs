@@ -88,7 +88,10 @@ fn full_slots_and_lagging_dispatchers_are_told_apart() {
 #[test]
 fn pull_kinds_need_a_recent_worker() {
     let mut n = node("jobs", 0, false, true);
-    assert_eq!(judge1(backlog("jobs", 0), &[n.clone()], &[]), Why::NoPullWorker);
+    assert_eq!(
+        judge1(backlog("jobs", 0), &[n.clone()], &[]),
+        Why::NoPullWorker
+    );
     n.pulled.insert("jobs".into(), Timestamp::UNIX_EPOCH);
     assert!(matches!(
         judge1(backlog("jobs", 0), &[n], &[]),

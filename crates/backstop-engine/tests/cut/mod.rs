@@ -117,10 +117,7 @@ impl Store for Cut {
     fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
         self.gate(self.inner.backlog(p))
     }
-    fn audit_page(
-        &self,
-        p: AuditParams,
-    ) -> BoxFuture<'_, Result<Vec<(Task, Vec<Event>)>, StoreError>> {
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         self.gate(self.inner.audit_page(p))
     }
 }

@@ -2,11 +2,13 @@
 
 mod bench;
 mod dead;
+mod doctor;
 mod enqueue;
 mod migrate;
 mod serve;
 mod tasks;
 mod token;
+mod why;
 
 use crate::cli::{Cli, Command};
 use anyhow::{Context, Result, bail};
@@ -31,7 +33,9 @@ impl Ctx {
 
     /// An engine for the configured kinds (used to enqueue with their defaults).
     pub fn engine(&self, store: Arc<dyn Store>) -> Result<Engine> {
-        let mut b = Engine::builder(store).options(self.config.engine.clone());
+        let mut b = Engine::builder(store)
+            .options(self.config.engine.clone())
+            .alerts(self.config.alerts.clone());
         for k in &self.config.kinds {
             b = b.kind(k.clone());
         }
@@ -57,6 +61,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tasks(c) => tasks::run(&ctx, c).await,
         Command::Dead(c) => dead::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
+        Command::Why { id } => why::run(&ctx, &id).await,
+        Command::Doctor { json } => doctor::run(&ctx, json).await,
         Command::Bench(a) => bench::run(&ctx, cli.database.clone(), a).await,
         Command::Token(c) => token::run(c),
     }

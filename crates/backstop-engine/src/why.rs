@@ -1,0 +1,243 @@
+//! `backstop why`: one task explained in plain words — its state, what happened, what will
+//! happen next and when.
+
+use crate::reconciler::PassReport;
+use backstop_core::{AttemptOutcome, Event, EventType, KindConfig, Status, Task};
+use jiff::{Timestamp, Unit};
+
+/// A duration in words, rounded to the second ("2m 5s").
+fn span(from: Timestamp, to: Timestamp) -> String {
+    let d = (to - from).abs().round(Unit::Second).unwrap_or_default();
+    format!("{d:#}")
+}
+
+/// The explanation, one sentence per line.
+pub fn explain(
+    t: &Task,
+    timeline: &[Event],
+    now: Timestamp,
+    kind: Option<&KindConfig>,
+    last_pass: Option<&PassReport>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let attempts: Vec<&Event> = timeline
+        .iter()
+        .filter(|e| e.kind == EventType::Attempt)
+        .collect();
+    let fmt = backstop_core::wire_time::format;
+    out.push(format!(
+        "{}/{} is {} after {} of {} attempts (created {} ago).",
+        t.kind,
+        t.key,
+        t.status,
+        t.attempts,
+        t.max_attempts,
+        span(t.created_at, now)
+    ));
+    if !attempts.is_empty() {
+        let count = |o: AttemptOutcome| attempts.iter().filter(|e| e.outcome == Some(o)).count();
+        let mut parts = Vec::new();
+        for o in [
+            AttemptOutcome::Succeeded,
+            AttemptOutcome::Retry,
+            AttemptOutcome::Failed,
+            AttemptOutcome::Skipped,
+            AttemptOutcome::Expired,
+            AttemptOutcome::LeaseExpired,
+            AttemptOutcome::Interrupted,
+        ] {
+            let n = count(o);
+            if n > 0 {
+                parts.push(format!("{n} {o}"));
+            }
+        }
+        if !parts.is_empty() {
+            out.push(format!("Attempts so far: {}.", parts.join(", ")));
+        }
+    }
+    if let Some(e) = &t.last_error {
+        out.push(format!("The last error was: {e}."));
+    }
+    for e in timeline.iter().filter(|e| {
+        matches!(
+            e.kind,
+            EventType::Retried | EventType::Resolved | EventType::Canceled
+        )
+    }) {
+        out.push(format!(
+            "{} by {} at {}{}.",
+            e.kind.as_str(),
+            e.actor.as_deref().unwrap_or("someone"),
+            fmt(e.at),
+            e.reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ));
+    }
+    match t.status {
+        Status::Pending => pending(t, now, kind, last_pass, &mut out),
+        Status::Running => {
+            let until = t.lease_until.unwrap_or(now);
+            out.push(format!(
+                "Attempt {} is running on {}; its lease runs until {} ({} {}).",
+                t.attempts,
+                t.lease_owner.as_deref().unwrap_or("an unknown worker"),
+                fmt(until),
+                if until >= now { "in" } else { "expired" },
+                span(now, until)
+            ));
+            out.push("If that worker dies, the reconciler rescues the task once the lease has expired, and it runs again.".into());
+        }
+        Status::Succeeded => out.push(format!(
+            "It succeeded at {}. Nothing more will happen.",
+            fmt(t.updated_at)
+        )),
+        Status::Failed => {
+            out.push(format!(
+                "It is a dead letter since {}: {}.",
+                fmt(t.updated_at),
+                t.reason.as_deref().unwrap_or("failed")
+            ));
+            out.push(format!(
+                "Nothing more happens until a person acts: `backstop dead retry {}` runs it again with a fresh attempt budget; `backstop dead resolve {} --reason ...` closes it as compensated.",
+                t.id, t.id
+            ));
+        }
+        Status::Compensated => out.push(format!(
+            "It was compensated at {}: {}. Nothing more will happen unless someone retries it.",
+            fmt(t.updated_at),
+            t.reason.as_deref().unwrap_or("no reason recorded")
+        )),
+    }
+    out
+}
+
+fn pending(
+    t: &Task,
+    now: Timestamp,
+    kind: Option<&KindConfig>,
+    last_pass: Option<&PassReport>,
+    out: &mut Vec<String>,
+) {
+    let fmt = backstop_core::wire_time::format;
+    if let Some(exp) = t.expires_at {
+        out.push(format!(
+            "Its business deadline is {}: if it has not run by then it is compensated with reason `expired`, never run.",
+            fmt(exp)
+        ));
+    }
+    if t.run_at > now {
+        let next = if t.attempts == 0 {
+            "Its first attempt"
+        } else {
+            "Its next attempt"
+        };
+        out.push(format!(
+            "{next} is due at {} (in {}).",
+            fmt(t.run_at),
+            span(now, t.run_at)
+        ));
+    } else {
+        out.push(format!(
+            "It has been due since {} ({} ago) and waits for a free slot.",
+            fmt(t.run_at),
+            span(t.run_at, now)
+        ));
+        match last_pass.and_then(|p| p.overdue.iter().find(|o| o.kind == t.kind)) {
+            Some(o) => out.push(format!(
+                "The reconciler finds this kind overdue: {}.",
+                o.why.explain()
+            )),
+            None if kind.is_some_and(|k| k.paused) => out.push(
+                "Its kind is paused in the configuration: nothing starts until it is resumed."
+                    .into(),
+            ),
+            None if kind.is_none() => out.push(
+                "Its kind is not in this configuration: check that a backstop process serves it."
+                    .into(),
+            ),
+            None => {}
+        }
+    }
+    let left = t.max_attempts.saturating_sub(t.attempts);
+    out.push(format!(
+        "{left} attempt{} left; transient failures are retried with backoff, a permanent failure makes it a dead letter.",
+        if left == 1 { "" } else { "s" }
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backstop_core::TaskId;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_900_000_000 + s).unwrap()
+    }
+
+    fn task(status: Status) -> Task {
+        Task {
+            id: TaskId::new(),
+            kind: "sms.send".into(),
+            key: "order-1".into(),
+            payload: vec![],
+            status,
+            attempts: 1,
+            max_attempts: 5,
+            run_at: at(100),
+            expires_at: None,
+            lease_owner: None,
+            lease_until: None,
+            epoch: 1,
+            traceparent: None,
+            last_error: Some("HTTP 503".into()),
+            reason: None,
+            created_at: at(0),
+            updated_at: at(10),
+        }
+    }
+
+    #[test]
+    fn a_retry_says_when_it_runs_next_and_how_many_attempts_are_left() {
+        let tl = [Event {
+            outcome: Some(AttemptOutcome::Retry),
+            ..Event::new(EventType::Attempt, at(10))
+        }];
+        let text = explain(&task(Status::Pending), &tl, at(40), None, None).join("\n");
+        assert!(text.contains("is pending after 1 of 5 attempts"), "{text}");
+        assert!(text.contains("1 retry"), "{text}");
+        assert!(text.contains("HTTP 503"), "{text}");
+        assert!(text.contains("(in 60s)"), "{text}");
+        assert!(text.contains("4 attempts left"), "{text}");
+    }
+
+    #[test]
+    fn a_dead_letter_says_what_a_person_can_do() {
+        let mut t = task(Status::Failed);
+        t.reason = Some("permanent error".into());
+        let text = explain(&t, &[], at(40), None, None).join("\n");
+        assert!(text.contains("dead letter"), "{text}");
+        assert!(text.contains("backstop dead retry"), "{text}");
+    }
+
+    #[test]
+    fn an_overdue_task_carries_the_reconcilers_reason() {
+        let report = PassReport {
+            overdue: vec![crate::reconciler::overdue::Overdue {
+                kind: "sms.send".into(),
+                count: 3,
+                oldest_run_at: Some(at(0)),
+                why: crate::reconciler::overdue::Why::NoDispatcher,
+                sample: vec![],
+            }],
+            ..Default::default()
+        };
+        let text = explain(&task(Status::Pending), &[], at(400), None, Some(&report)).join("\n");
+        assert!(text.contains("due since"), "{text}");
+        assert!(
+            text.contains("no live backstop process dispatches this kind"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! `backstop doctor`: the health of the ledger and of the processes that share it.
+
+use super::{Ctx, print_json};
+use anyhow::Result;
+use backstop_core::store::BacklogParams;
+use backstop_core::{Clock, Status, SystemClock};
+use backstop_engine::reconciler::nodes::{NODE_PREFIX, NodeBeat};
+use backstop_engine::reconciler::overdue::{Overdue, judge};
+use backstop_engine::reconciler::{PassReport, RECONCILER_BEAT};
+use jiff::{SignedDuration, Timestamp, Unit};
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Serialize)]
+struct Report {
+    healthy: bool,
+    problems: Vec<String>,
+    /// Who ran the last reconciler pass: the leader then.
+    leader: Option<String>,
+    #[serde(with = "backstop_core::wire_time::option")]
+    last_pass_at: Option<Timestamp>,
+    last_pass_age_s: Option<f64>,
+    processes: Vec<Process>,
+    kinds: Vec<KindHealth>,
+    overdue: Vec<Overdue>,
+}
+
+#[derive(Serialize)]
+struct Process {
+    owner: String,
+    beat_age_s: f64,
+    kinds: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct KindHealth {
+    kind: String,
+    pending: u64,
+    due: u64,
+    overdue: u64,
+    running: u64,
+    oldest_pending_age_s: Option<f64>,
+    dead_letters: u64,
+}
+
+fn age(from: Timestamp, now: Timestamp) -> f64 {
+    now.duration_since(from).as_secs_f64().max(0.0)
+}
+
+pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
+    let store = ctx.store().await?;
+    let opts = &ctx.config.engine;
+    let now = SystemClock.now();
+    let mut problems = Vec::new();
+    let pass = store
+        .beats(RECONCILER_BEAT)
+        .await?
+        .into_iter()
+        .find(|b| b.name == RECONCILER_BEAT);
+    let stalled_after = SignedDuration::try_from(opts.stalled_after)?;
+    match &pass {
+        Some(b) if now.duration_since(b.at) > stalled_after => problems.push(format!(
+            "the reconciler is stalled: its last pass was {:.0} s ago (threshold {:?})",
+            age(b.at, now),
+            opts.stalled_after
+        )),
+        Some(_) => {}
+        None => problems.push("no reconciler pass has ever been recorded: is a backstop process serving this database?".into()),
+    }
+    let report = pass
+        .as_ref()
+        .and_then(|b| PassReport::from_detail(&b.detail));
+    if let Some(r) = &report
+        && !r.drift.is_empty()
+    {
+        problems.push(format!(
+            "the last audit found {} task(s) whose timeline disagrees with their status",
+            r.drift.len()
+        ));
+    }
+    let fresh = now - SignedDuration::try_from(opts.node_beat)? * 3;
+    let nodes: Vec<NodeBeat> = store
+        .beats(NODE_PREFIX)
+        .await?
+        .iter()
+        .filter(|b| b.at >= fresh)
+        .filter_map(NodeBeat::from_beat)
+        .collect();
+    if nodes.is_empty() {
+        problems.push("no live backstop process".into());
+    }
+    let overdue_after = SignedDuration::try_from(opts.overdue_after)?;
+    let backlog = store
+        .backlog(BacklogParams {
+            now,
+            overdue_before: now - overdue_after,
+            sample: 3,
+        })
+        .await?;
+    let configs: HashMap<_, _> = ctx
+        .config
+        .kinds
+        .iter()
+        .map(|k| (k.name.clone(), k.clone()))
+        .collect();
+    let overdue = judge(&backlog, &nodes, &configs, now - overdue_after);
+    for o in &overdue {
+        problems.push(format!(
+            "{}: {} overdue, {}",
+            o.kind,
+            o.count,
+            o.why.explain()
+        ));
+    }
+    let mut names: Vec<String> = configs.keys().cloned().collect();
+    names.extend(backlog.iter().map(|b| b.kind.clone()));
+    names.sort();
+    names.dedup();
+    let mut kinds = Vec::new();
+    for k in names {
+        let b = backlog.iter().find(|b| b.kind == k);
+        let dead = store.counts(Some(&k)).await?.get(Status::Failed);
+        kinds.push(KindHealth {
+            pending: b.map_or(0, |b| b.pending),
+            due: b.map_or(0, |b| b.due),
+            overdue: b.map_or(0, |b| b.overdue),
+            running: b.map_or(0, |b| b.running),
+            oldest_pending_age_s: b.and_then(|b| b.oldest_run_at).map(|t| age(t, now)),
+            dead_letters: dead,
+            kind: k,
+        });
+    }
+    let out = Report {
+        healthy: problems.is_empty(),
+        leader: pass.as_ref().map(|b| b.owner.clone()),
+        last_pass_at: pass.as_ref().map(|b| b.at),
+        last_pass_age_s: pass.as_ref().map(|b| age(b.at, now)),
+        processes: nodes
+            .iter()
+            .map(|n| {
+                let mut kinds: Vec<String> = n.kinds.keys().cloned().collect();
+                kinds.sort();
+                Process {
+                    owner: n.owner.clone(),
+                    beat_age_s: age(n.at, now),
+                    kinds,
+                }
+            })
+            .collect(),
+        kinds,
+        overdue,
+        problems,
+    };
+    if json {
+        print_json(&out)?;
+    } else {
+        print(&out);
+    }
+    if !out.healthy {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn print(r: &Report) {
+    let secs = |s: f64| {
+        SignedDuration::from_secs(s as i64)
+            .round(Unit::Second)
+            .map(|d| format!("{d:#}"))
+            .unwrap_or_default()
+    };
+    match (&r.leader, r.last_pass_age_s) {
+        (Some(l), Some(a)) => println!("reconciler  last pass {} ago by {l}", secs(a)),
+        _ => println!("reconciler  no pass recorded"),
+    }
+    println!("processes   {}", r.processes.len());
+    for p in &r.processes {
+        println!(
+            "  {}  beat {} ago  kinds: {}",
+            p.owner,
+            secs(p.beat_age_s),
+            p.kinds.join(", ")
+        );
+    }
+    println!("kinds");
+    for k in &r.kinds {
+        println!(
+            "  {:<24} pending {:>7}  due {:>7}  overdue {:>6}  running {:>5}  dead {:>5}  oldest pending {}",
+            k.kind,
+            k.pending,
+            k.due,
+            k.overdue,
+            k.running,
+            k.dead_letters,
+            k.oldest_pending_age_s
+                .map(secs)
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    if r.problems.is_empty() {
+        println!("health      OK");
+    } else {
+        println!("health      {} problem(s)", r.problems.len());
+        for p in &r.problems {
+            println!("  - {p}");
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! `backstop why ID`.
+
+use super::{Ctx, task_id};
+use anyhow::{Result, bail};
+use backstop_core::Clock;
+use backstop_engine::reconciler::{PassReport, RECONCILER_BEAT};
+
+pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
+    let id = task_id(id)?;
+    let store = ctx.store().await?;
+    let Some(t) = store.get(id).await? else {
+        bail!("no task with id {id}");
+    };
+    let timeline = store.timeline(id).await?;
+    let last_pass = store
+        .beats(RECONCILER_BEAT)
+        .await?
+        .into_iter()
+        .find(|b| b.name == RECONCILER_BEAT)
+        .and_then(|b| PassReport::from_detail(&b.detail));
+    let kind = ctx.config.kinds.iter().find(|k| k.name == t.kind);
+    let now = backstop_core::SystemClock.now();
+    for line in backstop_engine::why::explain(&t, &timeline, now, kind, last_pass.as_ref()) {
+        println!("{line}");
+    }
+    Ok(())
+}
