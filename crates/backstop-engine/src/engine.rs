@@ -310,10 +310,8 @@ impl Engine {
     /// clock); returns what it did. Recorded as the reconciler's beat.
     pub async fn reconcile_once(&self) -> reconciler::PassReport {
         let leading = watch::channel(true).1;
-        let cursor = reconciler::last_pass(&self.shared)
-            .await
-            .and_then(|p| p.audit_cursor);
-        reconciler::pass(&self.shared, &leading, cursor).await
+        let previous = reconciler::last_pass(&self.shared).await;
+        reconciler::pass(&self.shared, &leading, previous.as_ref()).await
     }
 
     /// Enqueues one task; durable when it returns.

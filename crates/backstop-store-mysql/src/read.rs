@@ -122,10 +122,6 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
     else {
         return Err(StoreError::NotFound(id));
     };
-    let mut events = vec![Event::new(
-        EventType::Created,
-        from_ms(col(&t, "created_at")?),
-    )];
     let rows = sqlx::query(db.tables.q(
         "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
          FROM {events} WHERE task_id = ? ORDER BY seq",
@@ -134,20 +130,30 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
     .fetch_all(&db.pool)
     .await
     .map_err(db_err)?;
-    for r in &rows {
-        events.push(event(r)?);
-    }
+    let events = rows.iter().map(event).collect::<Result<Vec<_>, _>>()?;
+    assemble(&t, events)
+}
+
+/// A whole timeline from a task row holding `created_at`, `attempts` and the `att_*` columns,
+/// and the task's rows of the events table in order.
+pub(crate) fn assemble(t: &MySqlRow, table: Vec<Event>) -> Result<Vec<Event>, StoreError> {
+    let mut events = Vec::with_capacity(table.len() + 2);
+    events.push(Event::new(
+        EventType::Created,
+        from_ms(col(t, "created_at")?),
+    ));
+    events.extend(table);
     // The latest attempt lives on the task row: finished (outcome set) or in progress.
-    if let Some(started) = col::<Option<i64>, _>(&t, "att_started_at")? {
-        let ended = col::<Option<i64>, _>(&t, "att_ended_at")?;
-        let outcome = col::<Option<String>, _>(&t, "att_outcome")?;
+    if let Some(started) = col::<Option<i64>, _>(t, "att_started_at")? {
+        let ended = col::<Option<i64>, _>(t, "att_ended_at")?;
+        let outcome = col::<Option<String>, _>(t, "att_outcome")?;
         let mut e = Event::new(EventType::Attempt, from_ms(ended.unwrap_or(started)));
-        e.attempt = Some(col::<i64, _>(&t, "attempts")? as u32);
+        e.attempt = Some(col::<i64, _>(t, "attempts")? as u32);
         e.outcome = outcome.as_deref().and_then(AttemptOutcome::parse);
-        e.error = col(&t, "att_error")?;
-        e.http_status = col::<Option<i64>, _>(&t, "att_http_status")?.map(|s| s as u16);
+        e.error = col(t, "att_error")?;
+        e.http_status = col::<Option<i64>, _>(t, "att_http_status")?.map(|s| s as u16);
         e.duration_ms = ended.map(|end| (end - started).max(0) as u64);
-        e.worker = col(&t, "att_worker")?;
+        e.worker = col(t, "att_worker")?;
         events.push(e);
     }
     // Stable: equal times keep the order above (creation first, then the table's order).
@@ -155,7 +161,7 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
     Ok(events)
 }
 
-fn event(r: &MySqlRow) -> Result<Event, StoreError> {
+pub(crate) fn event(r: &MySqlRow) -> Result<Event, StoreError> {
     let kind: String = col(r, "type")?;
     let kind = EventType::parse(&kind)
         .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;

@@ -2,13 +2,16 @@
 //! beats, the backlog per kind, and pages for the conservation audit.
 
 use crate::Db;
-use crate::read::timeline;
+use crate::read::{assemble, event};
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, opt_time, parse_id, task, text, to_ms};
 use crate::tx::db_err;
 use backstop_core::StoreError;
 use backstop_core::store::{
     AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
 };
+use backstop_core::{Event, TaskId};
+use sqlx::{MySql, QueryBuilder};
+use std::collections::HashMap;
 
 const BEAT: &str = "
 INSERT INTO {beats} (name, owner, at, detail) VALUES (?, ?, ?, ?)
@@ -133,7 +136,8 @@ pub(crate) async fn audit_page(
 ) -> Result<backstop_core::store::AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
     let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?"
+        "SELECT {TASK_COLUMNS}, att_started_at, att_ended_at, att_outcome, att_error, \
+         att_http_status, att_worker FROM {{tasks}} WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?"
     );
     let rows = sqlx::query(db.tables.q(&sql))
         .bind(after.clone())
@@ -142,11 +146,30 @@ pub(crate) async fn audit_page(
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
-    let mut page = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let t = task(r)?;
-        let events = timeline(db, t.id).await?;
-        page.push((t, events));
+    if rows.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(page)
+    // The page's events in one round trip.
+    let mut qb: QueryBuilder<MySql> = QueryBuilder::new(db.tables.sql(
+        "SELECT task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker, \
+         actor, reason FROM {events} WHERE task_id IN (",
+    ));
+    let mut ids = qb.separated(", ");
+    for r in &rows {
+        ids.push_bind(col::<Vec<u8>, _>(r, "id")?);
+    }
+    qb.push(") ORDER BY task_id, seq");
+    let events = qb.build().fetch_all(&db.pool).await.map_err(db_err)?;
+    let mut table: HashMap<TaskId, Vec<Event>> = HashMap::new();
+    for r in &events {
+        let id = parse_id(&col::<Vec<u8>, _>(r, "task_id")?)?;
+        table.entry(id).or_default().push(event(r)?);
+    }
+    rows.iter()
+        .map(|r| {
+            let t = task(r)?;
+            let events = assemble(r, table.remove(&t.id).unwrap_or_default())?;
+            Ok((t, events))
+        })
+        .collect()
 }

@@ -133,26 +133,32 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
     else {
         return Err(StoreError::NotFound(id));
     };
-    let mut events = vec![Event::new(EventType::Created, time(&t, "created_at")?)];
     let rows = sqlx::query(db.schema.sql(TIMELINE_EVENTS))
         .bind(Id(id))
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
-    for r in &rows {
-        events.push(event(r)?);
-    }
+    let events = rows.iter().map(event).collect::<Result<Vec<_>, _>>()?;
+    assemble(&t, events)
+}
+
+/// A whole timeline from a task row holding `created_at`, `attempts` and the `att_*` columns,
+/// and the task's rows of the events table in order.
+pub(crate) fn assemble(t: &PgRow, table: Vec<Event>) -> Result<Vec<Event>, StoreError> {
+    let mut events = Vec::with_capacity(table.len() + 2);
+    events.push(Event::new(EventType::Created, time(t, "created_at")?));
+    events.extend(table);
     // The latest attempt lives on the task row: finished (outcome set) or in progress.
-    if let Some(started) = opt_time(&t, "att_started_at")? {
-        let ended = opt_time(&t, "att_ended_at")?;
-        let outcome: Option<String> = col(&t, "att_outcome")?;
+    if let Some(started) = opt_time(t, "att_started_at")? {
+        let ended = opt_time(t, "att_ended_at")?;
+        let outcome: Option<String> = col(t, "att_outcome")?;
         let mut e = Event::new(EventType::Attempt, ended.unwrap_or(started));
-        e.attempt = Some(count(&t, "attempts")?);
+        e.attempt = Some(count(t, "attempts")?);
         e.outcome = outcome.as_deref().and_then(AttemptOutcome::parse);
-        e.error = col(&t, "att_error")?;
-        e.http_status = http_status(col(&t, "att_http_status")?);
+        e.error = col(t, "att_error")?;
+        e.http_status = http_status(col(t, "att_http_status")?);
         e.duration_ms = ended.map(|end| duration_ms(started, end) as u64);
-        e.worker = col(&t, "att_worker")?;
+        e.worker = col(t, "att_worker")?;
         events.push(e);
     }
     // Stable: equal times keep the order above (creation first, then the table's order).
@@ -164,7 +170,7 @@ fn http_status(s: Option<i32>) -> Option<u16> {
     s.and_then(|s| u16::try_from(s).ok())
 }
 
-fn event(r: &PgRow) -> Result<Event, StoreError> {
+pub(crate) fn event(r: &PgRow) -> Result<Event, StoreError> {
     let kind: &str = col(r, "type")?;
     let kind = EventType::parse(kind)
         .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;

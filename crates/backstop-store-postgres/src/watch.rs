@@ -1,14 +1,16 @@
 //! What the reconciler and `backstop doctor` read and write about the ledger as a whole:
 //! beats, the backlog per kind, and pages for the conservation audit.
 
-use crate::read::timeline;
+use crate::read::{assemble, event};
 use crate::row::{col, opt_time, task, task_columns, time};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
+use backstop_core::Event;
 use backstop_core::store::{
     AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
 };
 use backstop_core::{StoreError, TaskId};
+use std::collections::HashMap;
 
 const BEAT: &str = "
 INSERT INTO {schema}.beats (name, owner, at, detail) VALUES ($1, $2, $3, $4)
@@ -38,8 +40,14 @@ WHERE status = 'pending' AND kind = $1 AND run_at < $2 ORDER BY run_at LIMIT $3"
 const PAGE: &str = concat!(
     "SELECT ",
     task_columns!(),
+    ", att_started_at, att_ended_at, att_outcome, att_error, att_http_status, att_worker",
     " FROM {schema}.tasks WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2"
 );
+
+/// The events of a page's tasks, in one round trip.
+const PAGE_EVENTS: &str = "
+SELECT task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+FROM {schema}.events WHERE task_id = ANY($1) ORDER BY task_id, seq";
 
 pub(crate) async fn beat(db: &Db, p: &BeatParams) -> Result<(), StoreError> {
     sqlx::query(db.schema.sql(BEAT))
@@ -147,11 +155,25 @@ pub(crate) async fn audit_page(
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
-    let mut page = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let t = task(r)?;
-        let events = timeline(db, t.id).await?;
-        page.push((t, events));
+    let ids: Vec<Id> = rows
+        .iter()
+        .map(|r| col::<Id>(r, "id"))
+        .collect::<Result<_, _>>()?;
+    let mut table: HashMap<TaskId, Vec<Event>> = HashMap::new();
+    let events = sqlx::query(db.schema.sql(PAGE_EVENTS))
+        .bind(ids)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?;
+    for r in &events {
+        let id = col::<Id>(r, "task_id")?.0;
+        table.entry(id).or_default().push(event(r)?);
     }
-    Ok(page)
+    rows.iter()
+        .map(|r| {
+            let t = task(r)?;
+            let events = assemble(r, table.remove(&t.id).unwrap_or_default())?;
+            Ok((t, events))
+        })
+        .collect()
 }

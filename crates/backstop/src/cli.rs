@@ -172,6 +172,25 @@ pub enum BenchCommand {
     Ledger(LedgerBenchArgs),
     /// The HTTP API and push delivery on loopback, each next to its raw HTTP ceiling.
     Http(HttpBenchArgs),
+    /// One reconciler pass over a ledger of many finished and some due tasks.
+    Reconciler(ReconcilerBenchArgs),
+}
+
+/// Flags of `backstop bench reconciler`.
+#[derive(Args)]
+pub struct ReconcilerBenchArgs {
+    /// Finished (succeeded) tasks in the ledger.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub finished: usize,
+    /// Pending tasks already due (and overdue) in the ledger.
+    #[arg(long, default_value_t = 1000)]
+    pub due: usize,
+    /// Passes to time.
+    #[arg(long, default_value_t = 30)]
+    pub passes: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop bench ledger`.

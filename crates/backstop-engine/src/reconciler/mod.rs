@@ -97,23 +97,29 @@ impl PassReport {
 /// Runs passes every `reconcile_interval` while this process leads, until `stop`.
 pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut leading = shared.leading.subscribe();
-    // The audit cursor: carried on from the last recorded pass, whoever ran it.
-    let mut cursor: Option<Option<TaskId>> = None;
+    // The last pass: its audit cursor goes on, whoever ran it, and overdue kinds are logged
+    // when they change rather than every pass.
+    let mut previous: Option<Option<PassReport>> = None;
     loop {
         if !crate::leader::wait_to_lead(&mut leading, &mut stop).await {
             return;
         }
-        if cursor.is_none() {
-            cursor = Some(last_pass(&shared).await.and_then(|p| p.audit_cursor));
+        if previous.is_none() {
+            previous = Some(last_pass(&shared).await);
         }
-        let report = pass(&shared, &leading, cursor.flatten()).await;
-        cursor = Some(report.audit_cursor);
+        let report = pass(
+            &shared,
+            &leading,
+            previous.as_ref().and_then(Option::as_ref),
+        )
+        .await;
+        previous = Some(Some(report));
         tokio::select! {
             _ = tokio::time::sleep(shared.opts.rescue_interval) => {}
             _ = stop.changed() => return,
         }
         if !*leading.borrow() {
-            cursor = None;
+            previous = None;
         }
     }
 }
@@ -130,14 +136,14 @@ pub(crate) async fn last_pass(shared: &Shared) -> Option<PassReport> {
 pub(crate) async fn pass(
     shared: &Shared,
     leading: &watch::Receiver<bool>,
-    cursor: Option<TaskId>,
+    previous: Option<&PassReport>,
 ) -> PassReport {
     let started = Instant::now();
     let now = shared.clock.now();
     let mut r = PassReport {
         at: now,
         owner: shared.owner.clone(),
-        audit_cursor: cursor,
+        audit_cursor: previous.and_then(|p| p.audit_cursor),
         ..PassReport::default()
     };
     let rescued = rescue::rescue(shared, leading).await;
@@ -145,7 +151,7 @@ pub(crate) async fn pass(
     let expired = rescue::expire(shared, leading).await;
     r.expired = step(&mut r.errors, "expire", expired);
     if *leading.borrow() {
-        watch_backlog(shared, now, &mut r).await;
+        watch_backlog(shared, now, &mut r, previous).await;
     }
     if *leading.borrow() {
         audit_page(shared, &mut r).await;
@@ -174,7 +180,12 @@ fn step(errors: &mut Vec<String>, what: &str, r: Result<u64, StoreError>) -> u64
     })
 }
 
-async fn watch_backlog(shared: &Shared, now: Timestamp, r: &mut PassReport) {
+async fn watch_backlog(
+    shared: &Shared,
+    now: Timestamp,
+    r: &mut PassReport,
+    previous: Option<&PassReport>,
+) {
     let threshold = SignedDuration::try_from(shared.opts.overdue_after).unwrap_or_default();
     let backlog = shared
         .store
@@ -194,8 +205,18 @@ async fn watch_backlog(shared: &Shared, now: Timestamp, r: &mut PassReport) {
     let nodes = nodes::live(shared, now).await;
     r.overdue = overdue::judge(&backlog, &nodes, &shared.configs, now - threshold);
     r.backlog = backlog.iter().map(Backlog::from).collect();
+    let before = |kind: &str| {
+        previous.and_then(|p| p.overdue.iter().find(|o| o.kind == kind).map(|o| &o.why))
+    };
     for o in &r.overdue {
-        tracing::warn!(kind = %o.kind, count = o.count, why = %o.why.explain(), "overdue tasks");
+        if before(&o.kind) != Some(&o.why) {
+            tracing::warn!(kind = %o.kind, count = o.count, why = %o.why.explain(), "overdue tasks");
+        }
+    }
+    for p in previous.map(|p| p.overdue.as_slice()).unwrap_or_default() {
+        if !r.overdue.iter().any(|o| o.kind == p.kind) {
+            tracing::info!(kind = %p.kind, "no overdue tasks any more");
+        }
     }
     if let Some(limit) = shared.opts.backlog_alert {
         for b in backlog.iter().filter(|b| b.pending > limit) {

@@ -7,6 +7,8 @@ mod http;
 mod ledger;
 #[path = "bench_load.rs"]
 mod load;
+#[path = "bench_reconciler.rs"]
+mod reconciler;
 #[path = "bench_sink.rs"]
 mod sink;
 
@@ -26,6 +28,7 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         None => ledger::run(ledger::with_database(a.ledger, database)).await,
         Some(BenchCommand::Ledger(l)) => ledger::run(ledger::with_database(l, database)).await,
         Some(BenchCommand::Http(h)) => http::run(h).await,
+        Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
     }
 }
 

@@ -59,7 +59,7 @@ pub fn with_database(mut a: LedgerBenchArgs, database: Option<String>) -> Ledger
 }
 
 /// Where the bench runs.
-enum Place {
+pub(super) enum Place {
     Sqlite(TempDir),
     /// A fresh schema on a PostgreSQL server.
     Postgres {
@@ -74,7 +74,7 @@ enum Place {
 }
 
 impl Place {
-    fn new(database: Option<&str>) -> Result<Place> {
+    pub(super) fn new(database: Option<&str>) -> Result<Place> {
         let Some(url) = database else {
             return Ok(Place::Sqlite(TempDir::new("bench")?));
         };
@@ -103,7 +103,7 @@ impl Place {
         }
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         let with = |server: &str, key: &str, value: &str| {
             let sep = if server.contains('?') { '&' } else { '?' };
             format!("{server}{sep}{key}={value}")
@@ -115,7 +115,7 @@ impl Place {
         }
     }
 
-    fn store(&self) -> &'static str {
+    pub(super) fn store(&self) -> &'static str {
         match self {
             Place::Sqlite(_) => "sqlite",
             Place::Postgres { .. } => "postgres",
@@ -133,7 +133,7 @@ impl Place {
 
     /// Statistics and dead rows settled as a long-running server's would be (autovacuum and
     /// background analysis): the same for an empty and a prefilled ledger.
-    async fn settle(&self) -> Result<()> {
+    pub(super) async fn settle(&self) -> Result<()> {
         match self {
             Place::Sqlite(_) => {}
             Place::Postgres { server, schema } => {
@@ -163,7 +163,7 @@ impl Place {
     }
 
     /// Drops the schema or the prefixed tables the bench made.
-    async fn drop_all(&self) -> Result<()> {
+    pub(super) async fn drop_all(&self) -> Result<()> {
         match self {
             Place::Sqlite(_) => {}
             Place::Postgres { server, schema } => {
@@ -239,7 +239,7 @@ pub async fn run(a: LedgerBenchArgs) -> Result<()> {
 
 /// Fills the ledger with `n` succeeded tasks of [`FINISHED_KIND`], through the store's batch
 /// enqueue, claim and complete, as the engine writes them (one attempt each).
-async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration> {
+pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration> {
     let t0 = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
