@@ -23,6 +23,9 @@ pub enum EventType {
     Expired,
     /// A completion arrived from a worker whose lease had been lost; it was rejected.
     StaleCompletion,
+    /// Statement reconciliation put a `succeeded` task the provider has no record of back to
+    /// pending; the actor names the run.
+    Redriven,
 }
 
 impl EventType {
@@ -36,6 +39,7 @@ impl EventType {
             EventType::Canceled => "canceled",
             EventType::Expired => "expired",
             EventType::StaleCompletion => "stale_completion",
+            EventType::Redriven => "redriven",
         }
     }
 
@@ -50,6 +54,7 @@ impl EventType {
             Canceled,
             Expired,
             StaleCompletion,
+            Redriven,
         ]
         .into_iter()
         .find(|t| t.as_str() == s)

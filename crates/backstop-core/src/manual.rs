@@ -38,3 +38,23 @@ pub const CANCEL: ManualAction = ManualAction {
     expected: "pending",
     event: "canceled",
 };
+
+/// A `succeeded` task back to `pending`, because the provider's statement has no record of it
+/// (statement reconciliation's `--apply`).
+pub const REDRIVE: ManualAction = ManualAction {
+    transition: Transition::Redrive,
+    name: "redrive",
+    expected: "succeeded",
+    event: "redriven",
+};
+
+impl ManualAction {
+    /// Whether the task runs again: the attempt budget is renewed and the row's last attempt
+    /// moves to the timeline table.
+    pub fn runs_again(&self) -> bool {
+        matches!(
+            self.transition,
+            Transition::ManualRetry | Transition::Redrive
+        )
+    }
+}

@@ -194,6 +194,13 @@ pub struct ListParams {
     pub before: Option<TaskId>,
 }
 
+/// Looks tasks of one kind up by business key, many at once.
+#[derive(Clone, Debug)]
+pub struct KeysParams {
+    pub kind: String,
+    pub keys: Vec<String>,
+}
+
 /// A manual action on one task, recorded with who asked.
 #[derive(Clone, Debug)]
 pub struct ManualParams {
@@ -457,6 +464,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// A `pending` task to `compensated` with reason `canceled`.
     fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
+
+    /// A `succeeded` task back to `pending`, due now, attempt budget renewed (statement
+    /// reconciliation found no provider record of it).
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
+
+    /// The tasks of one kind with any of these keys (missing keys are left out), in no
+    /// particular order.
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>>;
 
     /// Tasks per status, for one kind or all.
     fn counts<'a>(

@@ -28,6 +28,9 @@ pub enum Transition {
     Cancel,
     /// A pending task passed `expires_at` before it ran.
     Expire,
+    /// Statement reconciliation found a `succeeded` task the provider has no record of: it
+    /// runs again (the "false success" case).
+    Redrive,
 }
 
 /// A transition that the state machine does not allow from the given status.
@@ -59,6 +62,7 @@ pub fn transition(from: Status, t: Transition) -> Result<Status, InvalidTransiti
         (Failed | Compensated, T::ManualRetry) => Pending,
         (Failed, T::Resolve) => Compensated,
         (Pending, T::Cancel | T::Expire) => Compensated,
+        (Succeeded, T::Redrive) => Pending,
         _ => {
             return Err(InvalidTransition {
                 from,
@@ -92,6 +96,7 @@ mod tests {
         T::Resolve,
         T::Cancel,
         T::Expire,
+        T::Redrive,
     ];
 
     #[test]
@@ -122,6 +127,7 @@ mod tests {
             (Failed, T::Resolve, Compensated),
             (Pending, T::Cancel, Compensated),
             (Pending, T::Expire, Compensated),
+            (Succeeded, T::Redrive, Pending),
         ];
         for (from, t, to) in allowed {
             assert_eq!(transition(from, t), Ok(to), "{from} {t:?}");

@@ -5,7 +5,7 @@
 use crate::Db;
 use crate::row::{TASK_COLUMNS, col, id_bytes, parse_status, status_code, task, to_ms};
 use crate::tx::{Fail, Retry, transaction};
-use backstop_core::manual::{CANCEL, ManualAction as Action, RESOLVE, RETRY};
+use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
 use backstop_core::{StoreError, Task, Transition, transition};
 use sqlx::MySqlConnection;
@@ -23,6 +23,10 @@ pub(crate) async fn resolve(db: &Db, p: &ManualParams) -> Result<Task, StoreErro
 /// A `pending` task to `compensated` with reason `canceled`.
 pub(crate) async fn cancel(db: &Db, p: &ManualParams) -> Result<Task, StoreError> {
     apply(db, p, &CANCEL).await
+}
+
+pub(crate) async fn redrive(db: &Db, p: &ManualParams) -> Result<Task, StoreError> {
+    apply(db, p, &REDRIVE).await
 }
 
 /// The row's last attempt, moved to the timeline before a retry reuses the row's attempt
@@ -75,7 +79,7 @@ async fn apply_locked(
         Transition::Cancel => Some(p.reason.clone().unwrap_or_else(|| "canceled".into())),
         _ => p.reason.clone(),
     };
-    if action.transition == Transition::ManualRetry {
+    if action.runs_again() {
         sqlx::query(t.q(RECORD_LAST_ATTEMPT))
             .bind(id)
             .execute(&mut *conn)
@@ -91,7 +95,7 @@ async fn apply_locked(
     .bind(reason.as_deref())
     .execute(&mut *conn)
     .await?;
-    if action.transition == Transition::ManualRetry {
+    if action.runs_again() {
         let attempts: i64 = col(&row, "attempts")?;
         let budget = match p.max_attempts {
             Some(m) => i64::from(m),

@@ -4,10 +4,33 @@
 use crate::Db;
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, parse_status, status_code, task};
 use crate::tx::db_err;
-use backstop_core::store::{ListParams, StatusCounts};
+use backstop_core::store::{KeysParams, ListParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, QueryBuilder};
+
+/// Tasks of one kind by key, in one round trip.
+pub(crate) async fn tasks_by_keys(db: &Db, p: &KeysParams) -> Result<Vec<Task>, StoreError> {
+    if p.keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut qb: QueryBuilder<MySql> = QueryBuilder::new(db.tables.sql(&format!(
+        "SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE kind = "
+    )));
+    qb.push_bind(&p.kind).push(" AND `key` IN (");
+    let mut keys = qb.separated(", ");
+    for k in &p.keys {
+        keys.push_bind(k);
+    }
+    qb.push(")");
+    qb.build()
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
 
 /// One task.
 pub(crate) async fn get(db: &Db, id: TaskId) -> Result<Option<Task>, StoreError> {

@@ -163,6 +163,14 @@ impl Store for PostgresStore {
         Box::pin(async move { manual::cancel(&self.db, &p).await })
     }
 
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { manual::redrive(&self.db, &p).await })
+    }
+
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { read::tasks_by_keys(&self.db, &p).await })
+    }
+
     fn counts<'a>(
         &'a self,
         kind: Option<&'a str>,

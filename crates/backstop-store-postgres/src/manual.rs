@@ -5,7 +5,7 @@
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
-use backstop_core::manual::{CANCEL, ManualAction as Action, RESOLVE, RETRY};
+use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
 use backstop_core::{StoreError, Task, Transition, transition};
 
@@ -52,6 +52,10 @@ pub(crate) async fn cancel(db: &Db, p: &ManualParams) -> Result<Task, StoreError
     apply(db, p, &CANCEL).await
 }
 
+pub(crate) async fn redrive(db: &Db, p: &ManualParams) -> Result<Task, StoreError> {
+    apply(db, p, &REDRIVE).await
+}
+
 async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, StoreError> {
     let id = Id(p.id);
     let now = Time(p.now);
@@ -75,7 +79,7 @@ async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, Store
     };
     let attempts = count(&row, "attempts")?;
     let outcome: Option<String> = col(&row, "att_outcome")?;
-    if action.transition == Transition::ManualRetry
+    if action.runs_again()
         && let Some(outcome) = outcome
     {
         let started = opt_time(&row, "att_started_at")?;
@@ -102,7 +106,7 @@ async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, Store
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-    let row = if action.transition == Transition::ManualRetry {
+    let row = if action.runs_again() {
         let budget = p
             .max_attempts
             .map_or_else(|| count(&row, "max_attempts"), Ok)?;

@@ -3,7 +3,7 @@
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns, time};
 use crate::types::Id;
 use crate::{Db, db_err};
-use backstop_core::store::{ListParams, StatusCounts};
+use backstop_core::store::{KeysParams, ListParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, QueryBuilder};
@@ -34,6 +34,24 @@ FROM {schema}.tasks WHERE id = $1";
 const TIMELINE_EVENTS: &str = "
 SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
 FROM {schema}.events WHERE task_id = $1 ORDER BY seq";
+
+const BY_KEYS: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM {schema}.tasks WHERE kind = $1 AND key = ANY($2)"
+);
+
+pub(crate) async fn tasks_by_keys(db: &Db, p: &KeysParams) -> Result<Vec<Task>, StoreError> {
+    sqlx::query(db.schema.sql(BY_KEYS))
+        .bind(&p.kind)
+        .bind(&p.keys)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
 
 pub(crate) async fn get(db: &Db, id: TaskId) -> Result<Option<Task>, StoreError> {
     sqlx::query(db.schema.sql(GET))

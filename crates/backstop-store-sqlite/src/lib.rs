@@ -177,6 +177,17 @@ impl Store for SqliteStore {
         })
     }
 
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            manual::redrive(&mut w, &p).await
+        })
+    }
+
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { read::tasks_by_keys(&self.inner.readers, &p).await })
+    }
+
     fn counts<'a>(
         &'a self,
         kind: Option<&'a str>,

@@ -4,7 +4,7 @@
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
-use backstop_core::manual::{CANCEL, ManualAction as Action, RESOLVE, RETRY};
+use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
 use backstop_core::{StoreError, Task, Transition, transition};
 use sqlx::{Connection, Row, SqliteConnection};
@@ -28,6 +28,13 @@ pub(crate) async fn cancel(
     p: &ManualParams,
 ) -> Result<Task, StoreError> {
     apply(conn, p, &CANCEL).await
+}
+
+pub(crate) async fn redrive(
+    conn: &mut SqliteConnection,
+    p: &ManualParams,
+) -> Result<Task, StoreError> {
+    apply(conn, p, &REDRIVE).await
 }
 
 async fn apply(
@@ -55,7 +62,7 @@ async fn apply(
         Transition::Cancel => Some(p.reason.clone().unwrap_or_else(|| "canceled".into())),
         _ => p.reason.clone(),
     };
-    if action.transition == Transition::ManualRetry {
+    if action.runs_again() {
         // The row's attempt columns are about to be reused: move the last attempt to the
         // timeline table first.
         sqlx::query(
@@ -82,7 +89,7 @@ async fn apply(
     .await
     .map_err(db_err)?;
     match action.transition {
-        Transition::ManualRetry => {
+        _ if action.runs_again() => {
             let attempts: i64 = row.get("attempts");
             let budget = p
                 .max_attempts

@@ -4,7 +4,7 @@
 use crate::db_err;
 use crate::row::jiff_ms::from_ms;
 use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
-use backstop_core::store::{ListParams, StatusCounts};
+use backstop_core::store::{KeysParams, ListParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite};
@@ -42,6 +42,26 @@ pub(crate) async fn get_by_key(
     .as_ref()
     .map(task)
     .transpose()
+}
+
+pub(crate) async fn tasks_by_keys(
+    pool: &SqlitePool,
+    p: &KeysParams,
+) -> Result<Vec<Task>, StoreError> {
+    let keys = serde_json::to_string(&p.keys).expect("strings");
+    sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE kind = ?1 AND key IN (SELECT value FROM json_each(?2))"
+    ))
+    .bind(&p.kind)
+    .bind(keys)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?
+    .iter()
+    .map(task)
+    .collect()
 }
 
 pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>, StoreError> {

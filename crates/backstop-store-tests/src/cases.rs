@@ -10,6 +10,7 @@ use std::sync::Arc;
 type S = Arc<dyn Store>;
 
 pub use crate::leadership::*;
+pub use crate::redrive::*;
 pub use crate::retention::*;
 pub use crate::watch::*;
 

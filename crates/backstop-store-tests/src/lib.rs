@@ -12,6 +12,7 @@ pub mod cases;
 mod fixtures;
 mod leadership;
 pub mod outbox;
+mod redrive;
 mod retention;
 pub mod server;
 mod watch;
@@ -62,7 +63,9 @@ macro_rules! conformance_suite {
             beats_are_overwritten_by_name_and_listed_by_prefix,
             backlog_counts_pending_due_overdue_and_running_per_kind,
             audit_pages_walk_the_ledger_in_id_order,
-            a_ledger_driven_through_every_transition_audits_clean
+            a_ledger_driven_through_every_transition_audits_clean,
+            tasks_are_looked_up_by_many_keys_at_once,
+            a_succeeded_task_is_redriven_with_the_run_on_its_timeline
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

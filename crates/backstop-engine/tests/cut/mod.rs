@@ -105,6 +105,12 @@ impl Store for Cut {
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.gate(self.inner.prune(p))
     }
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.redrive(p))
+    }
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        self.gate(self.inner.tasks_by_keys(p))
+    }
     fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
         self.gate(self.inner.beat(p))
     }

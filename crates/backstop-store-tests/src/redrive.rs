@@ -1,0 +1,78 @@
+//! Cases of what statement reconciliation needs from a store: tasks looked up by many keys at
+//! once, and a `succeeded` task re-driven with the run on its timeline.
+
+use crate::fixtures::*;
+use backstop_core::store::*;
+use backstop_core::{AttemptOutcome, EventType, Status, StoreError};
+use std::sync::Arc;
+
+type S = Arc<dyn Store>;
+
+pub async fn tasks_are_looked_up_by_many_keys_at_once(store: S) {
+    for k in ["a", "b", "c"] {
+        put(&*store, task("sms", k, "{}")).await;
+    }
+    put(&*store, task("other", "a", "{}")).await;
+    let mut found = store
+        .tasks_by_keys(KeysParams {
+            kind: "sms".into(),
+            keys: vec!["c".into(), "a".into(), "missing".into(), "it's %_".into()],
+        })
+        .await
+        .unwrap();
+    found.sort_by(|a, b| a.key.cmp(&b.key));
+    let keys: Vec<_> = found
+        .iter()
+        .map(|t| (t.kind.as_str(), t.key.as_str()))
+        .collect();
+    assert_eq!(keys, [("sms", "a"), ("sms", "c")]);
+    let none = store
+        .tasks_by_keys(KeysParams {
+            kind: "sms".into(),
+            keys: vec![],
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+pub async fn a_succeeded_task_is_redriven_with_the_run_on_its_timeline(store: S) {
+    let id = put(&*store, task("sms", "order-1", "{}")).await;
+    let c = claim(&*store, "sms", "w1", 1, at(0)).await.remove(0);
+    complete(
+        &*store,
+        vec![completion(
+            &c,
+            Status::Succeeded,
+            AttemptOutcome::Succeeded,
+            at(0),
+        )],
+        at(1),
+    )
+    .await;
+    let params = |id| ManualParams {
+        id,
+        actor: "reconcile:run-1".into(),
+        reason: Some("missing_record: the provider has no record".into()),
+        max_attempts: None,
+        now: at(10),
+    };
+    let t = store.redrive(params(id)).await.unwrap();
+    assert_eq!((t.status, t.run_at), (Status::Pending, at(10)));
+    assert!(t.max_attempts > t.attempts, "a fresh attempt budget");
+    let tl = store.timeline(id).await.unwrap();
+    let kinds: Vec<_> = tl.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventType::Created, EventType::Attempt, EventType::Redriven]
+    );
+    assert_eq!(tl[1].outcome, Some(AttemptOutcome::Succeeded));
+    assert_eq!(tl[2].actor.as_deref(), Some("reconcile:run-1"));
+    // Only succeeded tasks: now it is pending.
+    match store.redrive(params(id)).await {
+        Err(StoreError::WrongStatus { status, .. }) => assert_eq!(status, Status::Pending),
+        other => panic!("expected WrongStatus, got {other:?}"),
+    }
+    let c = claim(&*store, "sms", "w1", 1, at(10)).await.remove(0);
+    assert_eq!(c.attempt, 2);
+}
