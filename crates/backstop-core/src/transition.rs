@@ -79,7 +79,7 @@ mod tests {
     use Status::*;
     use Transition as T;
 
-    const ALL_T: [Transition; 12] = [
+    const ALL_T: [Transition; 13] = [
         T::Claim,
         T::Succeed,
         T::Retry,
