@@ -395,6 +395,33 @@ pub struct AuditParams {
     pub limit: usize,
 }
 
+/// One statement reconciliation run, as the ledger keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatementRun {
+    /// Derived from the kind, the statement's bytes and the window, so that running the same
+    /// reconciliation again is the same run (and applies nothing twice).
+    pub id: String,
+    pub kind: String,
+    /// The statement's file name, as given.
+    pub statement: String,
+    pub started_at: Timestamp,
+    /// `None` while it runs (or when it was killed before the end).
+    pub finished_at: Option<Timestamp>,
+    /// `RECONCILED`, `RECONCILED_WITH_PENDING`, `BREAKS`, `INCOMPLETE`; `None` until finished.
+    pub verdict: Option<String>,
+    /// Tasks re-driven by `--apply` so far.
+    pub applied: u64,
+    /// The JSON report (its lists capped), once finished.
+    pub report: Option<String>,
+}
+
+/// Lists statement runs, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct StatementRunsParams {
+    pub kind: Option<String>,
+    pub limit: usize,
+}
+
 /// What a store's work watch reports (see [`Store::watch_work`]). Only hints: an engine
 /// still polls, so a missed or late signal delays work by at most its poll interval.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -468,6 +495,21 @@ pub trait Store: Send + Sync + 'static {
     /// A `succeeded` task back to `pending`, due now, attempt budget renewed (statement
     /// reconciliation found no provider record of it).
     fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>>;
+
+    /// Records a statement run (upsert by id).
+    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Statement runs, newest first.
+    fn statement_runs(
+        &self,
+        p: StatementRunsParams,
+    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>>;
+
+    /// One statement run.
+    fn statement_run<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>>;
 
     /// The tasks of one kind with any of these keys (missing keys are left out), in no
     /// particular order.

@@ -37,6 +37,7 @@ pub(crate) struct Tables {
     events: String,
     leaders: String,
     beats: String,
+    statement_runs: String,
     schema: String,
 }
 
@@ -49,6 +50,7 @@ impl Tables {
             events: format!("{prefix}events"),
             leaders: format!("{prefix}leaders"),
             beats: format!("{prefix}beats"),
+            statement_runs: format!("{prefix}statement_runs"),
             schema: format!("{prefix}schema"),
         })
     }
@@ -65,6 +67,7 @@ impl Tables {
             .replace("{events}", &self.events)
             .replace("{leaders}", &self.leaders)
             .replace("{beats}", &self.beats)
+            .replace("{statement_runs}", &self.statement_runs)
             .replace("{schema}", &self.schema)
     }
 

@@ -26,6 +26,7 @@ mod read;
 mod retention;
 mod row;
 mod schema;
+mod statement_runs;
 mod types;
 mod watch;
 
@@ -211,6 +212,24 @@ impl Store for PostgresStore {
 
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.db, &p).await })
+    }
+
+    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move { statement_runs::record(&self.db, &run).await })
+    }
+
+    fn statement_runs(
+        &self,
+        p: StatementRunsParams,
+    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
+        Box::pin(async move { statement_runs::list(&self.db, &p).await })
+    }
+
+    fn statement_run<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
+        Box::pin(statement_runs::get(&self.db, id))
     }
 
     fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {

@@ -22,6 +22,7 @@ mod read;
 mod retention;
 mod row;
 mod shapes;
+mod statement_runs;
 mod watch;
 
 pub use connect::{Durability, SqliteOptions};
@@ -240,5 +241,26 @@ impl Store for SqliteStore {
 
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.inner.readers, &p).await })
+    }
+
+    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            statement_runs::record(&mut w, &run).await
+        })
+    }
+
+    fn statement_runs(
+        &self,
+        p: StatementRunsParams,
+    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
+        Box::pin(async move { statement_runs::list(&self.inner.readers, &p).await })
+    }
+
+    fn statement_run<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
+        Box::pin(statement_runs::get(&self.inner.readers, id))
     }
 }

@@ -65,7 +65,8 @@ macro_rules! conformance_suite {
             audit_pages_walk_the_ledger_in_id_order,
             a_ledger_driven_through_every_transition_audits_clean,
             tasks_are_looked_up_by_many_keys_at_once,
-            a_succeeded_task_is_redriven_with_the_run_on_its_timeline
+            a_succeeded_task_is_redriven_with_the_run_on_its_timeline,
+            statement_runs_are_recorded_and_listed_newest_first
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

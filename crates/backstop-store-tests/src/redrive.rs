@@ -76,3 +76,55 @@ pub async fn a_succeeded_task_is_redriven_with_the_run_on_its_timeline(store: S)
     let c = claim(&*store, "sms", "w1", 1, at(10)).await.remove(0);
     assert_eq!(c.attempt, 2);
 }
+
+pub async fn statement_runs_are_recorded_and_listed_newest_first(store: S) {
+    let run = |id: &str, kind: &str, secs: i64| StatementRun {
+        id: id.into(),
+        kind: kind.into(),
+        statement: "receipts.csv".into(),
+        started_at: at(secs),
+        finished_at: None,
+        verdict: None,
+        applied: 0,
+        report: None,
+    };
+    store
+        .record_statement_run(run("r1", "sms", 1))
+        .await
+        .unwrap();
+    store
+        .record_statement_run(run("r2", "sms", 2))
+        .await
+        .unwrap();
+    store
+        .record_statement_run(run("r3", "pay", 3))
+        .await
+        .unwrap();
+    let mut done = run("r1", "sms", 1);
+    done.finished_at = Some(at(5));
+    done.verdict = Some("BREAKS".into());
+    done.applied = 7;
+    done.report = Some(r#"{"verdict":"BREAKS"}"#.into());
+    store.record_statement_run(done.clone()).await.unwrap();
+    assert_eq!(store.statement_run("r1").await.unwrap(), Some(done));
+    assert_eq!(store.statement_run("nope").await.unwrap(), None);
+    let sms = store
+        .statement_runs(StatementRunsParams {
+            kind: Some("sms".into()),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<_> = sms.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["r2", "r1"]);
+    assert_eq!(sms[1].report, None, "listings leave the report out");
+    let all = store
+        .statement_runs(StatementRunsParams {
+            kind: None,
+            limit: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].id, "r3");
+}

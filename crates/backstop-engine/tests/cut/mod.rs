@@ -111,6 +111,21 @@ impl Store for Cut {
     fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         self.gate(self.inner.tasks_by_keys(p))
     }
+    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.record_statement_run(run))
+    }
+    fn statement_runs(
+        &self,
+        p: StatementRunsParams,
+    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
+        self.gate(self.inner.statement_runs(p))
+    }
+    fn statement_run<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
+        self.gate(self.inner.statement_run(id))
+    }
     fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
         self.gate(self.inner.beat(p))
     }
