@@ -314,6 +314,13 @@ impl Engine {
         reconciler::pass(&self.shared, &leading, previous.as_ref()).await
     }
 
+    /// Sends one alert to the configured sinks now, without waiting for a window (a one-shot
+    /// command such as `backstop reconcile` has no window to wait for). Recorded as ledger
+    /// tasks of the sinks' kinds, delivered by whichever process serves them.
+    pub async fn send_alert(&self, e: alerts::AlertEvent) -> Result<(), EnqueueError> {
+        alerts::send_now(&self.shared, e).await
+    }
+
     /// Enqueues one task; durable when it returns.
     pub async fn enqueue(&self, r: EnqueueRequest) -> Result<Enqueued, EnqueueError> {
         let mut out = self.enqueue_many(vec![r]).await?;

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod pull;
 pub mod reconciler;
 mod retention;
+pub mod statement;
 mod wakeups;
 pub mod why;
 mod worker_id;

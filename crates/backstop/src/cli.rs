@@ -48,6 +48,11 @@ pub enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Reconcile a provider's statement (CSV or JSON lines) against the ledger's tasks of one
+    /// kind: classify every difference, give a verdict, and with --apply re-drive the tasks
+    /// the provider has no record of. Exits 0 when reconciled, 3 on breaks, 4 when the
+    /// statement is incomplete.
+    Reconcile(ReconcileArgs),
     /// Explain one task in plain words: its state, what happened, what happens next and when.
     Why { id: String },
     /// Summarise health: the reconciler's last pass, live processes, backlog and overdue work
@@ -174,6 +179,50 @@ pub enum BenchCommand {
     Http(HttpBenchArgs),
     /// One reconciler pass over a ledger of many finished and some due tasks.
     Reconciler(ReconcilerBenchArgs),
+}
+
+/// Flags of `backstop reconcile`.
+#[derive(Args)]
+pub struct ReconcileArgs {
+    /// The kind of task the statement is about.
+    pub kind: String,
+    /// The provider's statement file.
+    #[arg(long)]
+    pub statement: std::path::PathBuf,
+    /// csv (with a header row) or jsonl; guessed from the file name when not given.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Which column holds what: key=COL,amount=COL,currency=COL,status=COL,at=COL.
+    #[arg(long)]
+    pub map: Option<String>,
+    /// Ledger tasks that succeeded at or after this (RFC 3339) are expected in the statement
+    /// (default: the statement's earliest record).
+    #[arg(long)]
+    pub since: Option<jiff::Timestamp>,
+    /// ...and at or before this (default: the statement's latest record).
+    #[arg(long)]
+    pub until: Option<jiff::Timestamp>,
+    /// Lag allowed between the two sides before a difference is a break.
+    #[arg(long, default_value = "15m", value_parser = duration)]
+    pub grace: std::time::Duration,
+    /// The number of data rows the statement must have (declared out of band).
+    #[arg(long)]
+    pub expect_count: Option<u64>,
+    /// Where a task's payload holds its amount in minor units (a JSON pointer).
+    #[arg(long, default_value = "/amount")]
+    pub amount_pointer: String,
+    /// Where a task's payload holds its currency (a JSON pointer).
+    #[arg(long, default_value = "/currency")]
+    pub currency_pointer: String,
+    /// Re-drive each `missing_record` task, once per run (never on an INCOMPLETE verdict).
+    #[arg(long)]
+    pub apply: bool,
+    /// Write report.json, breaks.csv, malformed.csv and summary.txt into this directory.
+    #[arg(long)]
+    pub report: Option<std::path::PathBuf>,
+    /// Print the JSON report to stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop bench reconciler`.

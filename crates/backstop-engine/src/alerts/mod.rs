@@ -238,6 +238,18 @@ fn failure_rates(shared: &Shared, opts: &AlertOptions, c: &mut Collector) {
     }
 }
 
+/// Sends one event at once, as a window of its own.
+pub(crate) async fn send_now(
+    shared: &Arc<Shared>,
+    e: AlertEvent,
+) -> Result<(), crate::EnqueueError> {
+    crate::metrics::alert(e.name);
+    let mut c = Collector::default();
+    c.add(e);
+    let now = shared.clock.now();
+    send(shared, &shared.alert_opts, &c.take(), now, now).await
+}
+
 /// One task per sink that wants any of the window's events, keyed by process and window so
 /// that a retried write never sends a message twice.
 async fn send(

@@ -5,6 +5,7 @@ mod dead;
 mod doctor;
 mod enqueue;
 mod migrate;
+mod reconcile;
 mod serve;
 mod tasks;
 mod token;
@@ -61,6 +62,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tasks(c) => tasks::run(&ctx, c).await,
         Command::Dead(c) => dead::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
+        Command::Reconcile(a) => reconcile::run(&ctx, a).await,
         Command::Why { id } => why::run(&ctx, &id).await,
         Command::Doctor { json } => doctor::run(&ctx, json).await,
         Command::Bench(a) => bench::run(&ctx, cli.database.clone(), a).await,

@@ -1,0 +1,249 @@
+//! Statement reconciliation over the real ledger: [`StoreLedger`] gives `backstop-statement`
+//! the tasks of one kind (amounts read from their payloads), and [`run`] records the run,
+//! reconciles, and with `apply` re-drives each `missing_record` task exactly once per run.
+
+use backstop_core::manual::REDRIVE;
+use backstop_core::store::{KeysParams, ListParams, ManualParams, StatementRun};
+use backstop_core::{EventType, Status, Store, StoreError, Task, TaskId};
+use backstop_statement::{
+    BreakClass, Ledger, LedgerEntry, LedgerPage, Money, Observer, Options, ReconcileError, Report,
+    ScanQuery, Verdict, parse_currency, reconcile,
+};
+use std::io::Read;
+use std::sync::Arc;
+
+/// Where a task's payload holds its amount (integer minor units) and currency, as JSON
+/// pointers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AmountPointers {
+    pub amount: String,
+    pub currency: String,
+}
+
+impl Default for AmountPointers {
+    fn default() -> Self {
+        AmountPointers {
+            amount: "/amount".into(),
+            currency: "/currency".into(),
+        }
+    }
+}
+
+/// The ledger's tasks of one kind, as statement reconciliation sees them.
+pub struct StoreLedger {
+    store: Arc<dyn Store>,
+    kind: String,
+    pointers: AmountPointers,
+}
+
+impl StoreLedger {
+    pub fn new(store: Arc<dyn Store>, kind: impl Into<String>, pointers: AmountPointers) -> Self {
+        StoreLedger {
+            store,
+            kind: kind.into(),
+            pointers,
+        }
+    }
+
+    fn entry(&self, t: &Task) -> LedgerEntry {
+        LedgerEntry {
+            task_id: t.id,
+            key: t.key.clone(),
+            status: t.status,
+            amount: amount(&t.payload, &self.pointers),
+            finished_at: t.status.is_final().then_some(t.updated_at),
+        }
+    }
+}
+
+/// The task's amount, when its payload has an integer amount and a valid currency.
+fn amount(payload: &[u8], p: &AmountPointers) -> Option<Money> {
+    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let minor = match v.pointer(&p.amount)? {
+        serde_json::Value::Number(n) => n.as_i64()?,
+        serde_json::Value::String(s) => backstop_statement::parse_minor(s).ok()?,
+        _ => return None,
+    };
+    let currency = parse_currency(v.pointer(&p.currency)?.as_str()?).ok()?;
+    Some(Money::new(minor, &currency))
+}
+
+impl Ledger for StoreLedger {
+    type Error = StoreError;
+
+    async fn lookup(&mut self, keys: &[String]) -> Result<Vec<LedgerEntry>, StoreError> {
+        let tasks = self
+            .store
+            .tasks_by_keys(KeysParams {
+                kind: self.kind.clone(),
+                keys: keys.to_vec(),
+            })
+            .await?;
+        Ok(tasks.iter().map(|t| self.entry(t)).collect())
+    }
+
+    async fn succeeded_page(&mut self, q: &ScanQuery) -> Result<LedgerPage, StoreError> {
+        let before = q
+            .cursor
+            .as_deref()
+            .map(|c| {
+                c.parse::<TaskId>()
+                    .map_err(|e| StoreError::Database(format!("bad scan cursor {c:?}: {e}")))
+            })
+            .transpose()?;
+        let tasks = self
+            .store
+            .list(ListParams {
+                kind: Some(self.kind.clone()),
+                status: Some(Status::Succeeded),
+                limit: q.limit,
+                before,
+                ..Default::default()
+            })
+            .await?;
+        let next = (tasks.len() == q.limit)
+            .then(|| tasks.last().map(|t| t.id.to_string()))
+            .flatten();
+        Ok(LedgerPage {
+            entries: tasks.iter().map(|t| self.entry(t)).collect(),
+            next,
+        })
+    }
+}
+
+/// Collects the tasks `--apply` re-drives: every `missing_record` break, whether or not the
+/// report's list was capped.
+#[derive(Default)]
+struct Missing(Vec<TaskId>);
+
+impl Observer for Missing {
+    fn on_break(&mut self, b: &backstop_statement::Break) -> std::io::Result<()> {
+        if b.class == BreakClass::MissingRecord
+            && let Some(id) = b.task_id
+        {
+            self.0.push(id);
+        }
+        Ok(())
+    }
+}
+
+/// One reconciliation to run.
+pub struct StatementJob {
+    /// The run's id (the same reconciliation run again must give the same id).
+    pub run_id: String,
+    /// The statement's name, for the run record.
+    pub statement: String,
+    pub options: Options,
+    pub pointers: AmountPointers,
+    /// Re-drive each `missing_record` task (never on an `INCOMPLETE` verdict).
+    pub apply: bool,
+}
+
+/// What a run found and did.
+#[derive(Debug)]
+pub struct StatementOutcome {
+    pub report: Report,
+    /// Tasks re-driven by this invocation.
+    pub redriven: u64,
+    /// `missing_record` tasks this run had already re-driven (an earlier, interrupted or
+    /// repeated invocation), or that are no longer `succeeded`.
+    pub skipped: u64,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatementError {
+    #[error(transparent)]
+    Reconcile(#[from] ReconcileError),
+    #[error("ledger: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// The actor a run's re-drives are recorded with.
+pub fn run_actor(run_id: &str) -> String {
+    format!("reconcile:{run_id}")
+}
+
+/// Records the run, reconciles, applies when asked, and records the outcome.
+pub async fn run<R: Read, O: Observer>(
+    store: Arc<dyn Store>,
+    job: StatementJob,
+    input: R,
+    observer: &mut O,
+) -> Result<StatementOutcome, StatementError> {
+    let kind = job.options.kind.clone();
+    let mut record = StatementRun {
+        id: job.run_id.clone(),
+        kind: kind.clone(),
+        statement: job.statement.clone(),
+        started_at: job.options.now,
+        finished_at: None,
+        verdict: None,
+        applied: 0,
+        report: None,
+    };
+    // Re-drives of an earlier, interrupted invocation of this run still count.
+    let base = store
+        .statement_run(&job.run_id)
+        .await?
+        .map_or(0, |r| r.applied);
+    record.applied = base;
+    store.record_statement_run(record.clone()).await?;
+    let mut ledger = StoreLedger::new(store.clone(), kind, job.pointers.clone());
+    let mut missing = Missing::default();
+    let report = reconcile(
+        &mut ledger,
+        input,
+        &job.options,
+        &mut (&mut *observer, &mut missing),
+    )
+    .await?;
+    let (mut redriven, mut skipped) = (0, 0);
+    if job.apply && report.verdict != Verdict::Incomplete {
+        let actor = run_actor(&job.run_id);
+        for id in &missing.0 {
+            let done_before = store
+                .timeline(*id)
+                .await?
+                .iter()
+                .any(|e| e.kind == EventType::Redriven && e.actor.as_deref() == Some(&actor));
+            if done_before {
+                skipped += 1;
+                continue;
+            }
+            let asked = store
+                .redrive(ManualParams {
+                    id: *id,
+                    actor: actor.clone(),
+                    reason: Some(format!(
+                        "missing_record: the provider's statement {} has no record of it",
+                        job.statement
+                    )),
+                    max_attempts: None,
+                    now: job.options.now,
+                })
+                .await;
+            match asked {
+                Ok(_) => redriven += 1,
+                // Running again already (re-driven by hand, say): nothing to do.
+                Err(StoreError::WrongStatus { .. }) => skipped += 1,
+                Err(e) => return Err(e.into()),
+            }
+            if redriven % 100 == 0 {
+                record.applied = base + redriven;
+                store.record_statement_run(record.clone()).await?;
+            }
+        }
+        tracing::info!(run = %job.run_id, action = REDRIVE.name, redriven, skipped, "applied");
+    }
+    record.applied = base + redriven;
+    record.finished_at = Some(jiff::Timestamp::now().max(job.options.now));
+    record.verdict = Some(report.verdict.as_str().to_string());
+    record.report = Some(serde_json::to_string(&report).expect("plain data"));
+    store.record_statement_run(record).await?;
+    Ok(StatementOutcome {
+        report,
+        redriven,
+        skipped,
+    })
+}

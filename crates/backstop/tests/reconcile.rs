@@ -1,0 +1,331 @@
+//! `backstop reconcile` end to end on a SQLite ledger: the classic false success (tasks read
+//! `succeeded`, the provider never sent them), found from the provider's receipts and
+//! re-driven exactly once per run, also when the run is killed and run again.
+
+mod common;
+
+use backstop::{EventType, Status, Store, TaskId};
+use backstop_core::AttemptOutcome;
+use backstop_core::store::{
+    ClaimParams, CompleteParams, Completion, EnqueueParams, LeaseRef, StatementRunsParams,
+};
+use backstop_core::task::NewTask;
+use common::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CONFIG: &str = "[kinds.\"sms.send\"]\nurl = \"http://127.0.0.1:9/sms\"\n";
+
+/// `n` SMS tasks that all read `succeeded`, each costing 5 cents.
+async fn sent(store: &Arc<dyn Store>, n: usize) -> Vec<TaskId> {
+    let now = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(2);
+    let mut ids = Vec::new();
+    for from in (0..n).step_by(1000) {
+        let tasks: Vec<NewTask> = (from..(from + 1000).min(n))
+            .map(|i| NewTask {
+                id: TaskId::new(),
+                kind: "sms.send".into(),
+                key: format!("sms-{i}"),
+                payload: format!(r#"{{"to":"+1555{i:07}","amount":5,"currency":"USD"}}"#)
+                    .into_bytes(),
+                max_attempts: 5,
+                run_at: now,
+                expires_at: None,
+                traceparent: None,
+            })
+            .collect();
+        ids.extend(tasks.iter().map(|t| t.id));
+        let len = tasks.len();
+        store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
+        let claimed = store
+            .claim(ClaimParams {
+                kind: "sms.send".into(),
+                limit: len,
+                owner: "w1".into(),
+                now,
+                lease_until: now + jiff::SignedDuration::from_secs(60),
+                max_attempts: 5,
+            })
+            .await
+            .unwrap();
+        let completions = claimed
+            .iter()
+            .map(|c| Completion {
+                lease: LeaseRef {
+                    id: c.id,
+                    epoch: c.epoch,
+                },
+                attempt: c.attempt,
+                status: Status::Succeeded,
+                run_at: None,
+                last_error: None,
+                reason: None,
+                outcome: AttemptOutcome::Succeeded,
+                http_status: Some(200),
+                started_at: now,
+                ended_at: now,
+                worker: "w1".into(),
+            })
+            .collect();
+        store
+            .complete(CompleteParams { completions, now })
+            .await
+            .unwrap();
+    }
+    ids
+}
+
+/// Claims the pending tasks and completes them as succeeded, as a handler that swallows its
+/// provider's failure would.
+async fn succeed_again(store: &Arc<dyn Store>) {
+    let now = jiff::Timestamp::now();
+    let again = store
+        .claim(ClaimParams {
+            kind: "sms.send".into(),
+            limit: 10,
+            owner: "w1".into(),
+            now,
+            lease_until: now + jiff::SignedDuration::from_secs(60),
+            max_attempts: 5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 3);
+    let completions = again
+        .iter()
+        .map(|c| Completion {
+            lease: LeaseRef {
+                id: c.id,
+                epoch: c.epoch,
+            },
+            attempt: c.attempt,
+            status: Status::Succeeded,
+            run_at: None,
+            last_error: None,
+            reason: None,
+            outcome: AttemptOutcome::Succeeded,
+            http_status: Some(200),
+            started_at: now,
+            ended_at: now,
+            worker: "w1".into(),
+        })
+        .collect();
+    store
+        .complete(CompleteParams { completions, now })
+        .await
+        .unwrap();
+}
+
+/// The provider's receipts: every task but those in `lost`.
+fn receipts(n: usize, lost: &[usize]) -> String {
+    let at = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(2)).to_string();
+    let mut csv = String::from("key,amount,currency,status,at\n");
+    for i in (0..n).filter(|i| !lost.contains(i)) {
+        csv += &format!("sms-{i},5,USD,delivered,{at}\n");
+    }
+    csv
+}
+
+/// The window of the receipts: the last three hours up to one hour ago (fixed once per test
+/// process, so that every invocation is the same reconciliation).
+fn window() -> [String; 4] {
+    static NOW: std::sync::OnceLock<jiff::Timestamp> = std::sync::OnceLock::new();
+    let now = *NOW.get_or_init(jiff::Timestamp::now);
+    [
+        "--since".into(),
+        (now - jiff::SignedDuration::from_hours(3)).to_string(),
+        "--until".into(),
+        (now - jiff::SignedDuration::from_hours(1)).to_string(),
+    ]
+}
+
+/// `backstop reconcile sms.send --statement receipts.csv` with the window and `extra`.
+fn args(extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["reconcile", "sms.send", "--statement", "receipts.csv"]
+        .map(String::from)
+        .to_vec();
+    a.extend(window());
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn strs(a: &[String]) -> Vec<&str> {
+    a.iter().map(String::as_str).collect()
+}
+
+fn redrives(events: &[backstop::Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.kind == EventType::Redriven)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_receipts_find_the_false_successes_and_apply_redrives_each_once() {
+    let w = Workdir::new(CONFIG);
+    let store = backstop::open_store(&w.db_url()).await.unwrap();
+    let ids = sent(&store, 50).await;
+    let lost = [3, 17, 42];
+    std::fs::write(w.path().join("receipts.csv"), receipts(50, &lost)).unwrap();
+
+    // Without --apply: the breaks, and nothing changes.
+    let (ok, out, _) = w.run(&strs(&args(&["--json", "--grace", "1m"]))).await;
+    assert!(!ok, "breaks exit non-zero");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["verdict"], "BREAKS");
+    assert_eq!(report["counts"]["records_read"], 47);
+    assert_eq!(report["counts"]["matched"], 47);
+    assert_eq!(report["counts"]["missing_record"], 3);
+    let mut missing: Vec<String> = report["breaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["key"].as_str().unwrap().to_string())
+        .collect();
+    missing.sort();
+    assert_eq!(missing, ["sms-17", "sms-3", "sms-42"]);
+    assert_eq!(
+        store.counts(Some("sms.send")).await.unwrap().succeeded,
+        50,
+        "a reconcile without --apply changes nothing"
+    );
+
+    // --apply: exactly the lost ones run again, recorded with the run.
+    let apply = args(&["--apply", "--grace", "1m", "--report", "out"]);
+    let (ok, out, err) = w.run(&strs(&apply)).await;
+    assert!(!ok, "{err}");
+    assert!(out.contains("re-driven 3 missing task(s) now"), "{out}");
+    for (i, id) in ids.iter().enumerate() {
+        let t = store.get(*id).await.unwrap().unwrap();
+        let want = if lost.contains(&i) {
+            Status::Pending
+        } else {
+            Status::Succeeded
+        };
+        assert_eq!(t.status, want, "sms-{i}");
+        if lost.contains(&i) {
+            let tl = store.timeline(*id).await.unwrap();
+            assert_eq!(redrives(&tl), 1);
+            let e = tl.iter().find(|e| e.kind == EventType::Redriven).unwrap();
+            assert!(e.actor.as_deref().unwrap().starts_with("reconcile:st-"));
+        }
+    }
+    for f in ["report.json", "breaks.csv", "malformed.csv", "summary.txt"] {
+        assert!(w.path().join("out").join(f).exists(), "{f}");
+    }
+    let breaks = std::fs::read_to_string(w.path().join("out/breaks.csv")).unwrap();
+    assert_eq!(
+        breaks.lines().count(),
+        4,
+        "a header and three breaks:\n{breaks}"
+    );
+
+    // The same reconciliation again re-drives nothing twice.
+    let (_, out, _) = w.run(&strs(&apply)).await;
+    assert!(out.contains("re-driven 0 missing task(s) now"), "{out}");
+    for i in lost {
+        assert_eq!(redrives(&store.timeline(ids[i]).await.unwrap()), 1);
+    }
+    // The handler swallows the failure again: the tasks read `succeeded` once more. The same
+    // run still finds them missing, and does not re-drive them a second time.
+    let now = jiff::Timestamp::now();
+    succeed_again(&store).await;
+    let until_now = {
+        let mut a = apply.clone();
+        let i = a.iter().position(|x| x == "--until").unwrap();
+        a[i + 1] = (now + jiff::SignedDuration::from_mins(2)).to_string();
+        a
+    };
+    let (_, out, _) = w.run(&strs(&until_now)).await;
+    assert!(out.contains("missing_record 3"), "{out}");
+    assert!(
+        out.contains("re-driven 3 missing task(s) now"),
+        "a new window is a new run: {out}"
+    );
+    succeed_again(&store).await;
+    let (_, out, _) = w.run(&strs(&until_now)).await;
+    assert!(
+        out.contains("re-driven 0 missing task(s) now; 3 already"),
+        "the same run never re-drives twice: {out}"
+    );
+    for i in lost {
+        assert_eq!(redrives(&store.timeline(ids[i]).await.unwrap()), 2);
+    }
+    let runs = store
+        .statement_runs(StatementRunsParams {
+            kind: Some("sms.send".into()),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 2, "one record per reconciliation: {runs:?}");
+    // The first run's second invocation: the re-driven tasks no longer claimed success.
+    assert_eq!(runs[1].verdict.as_deref(), Some("RECONCILED"));
+    assert_eq!(runs[1].applied, 3);
+    assert_eq!(
+        (runs[0].verdict.as_deref(), runs[0].applied),
+        (Some("BREAKS"), 3)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incomplete_statement_applies_nothing() {
+    let w = Workdir::new(CONFIG);
+    let store = backstop::open_store(&w.db_url()).await.unwrap();
+    sent(&store, 10).await;
+    let mut csv = receipts(10, &[4]);
+    csv += "sms-x,5.5,USD,delivered,2020-01-01T00:00:00Z\n";
+    std::fs::write(w.path().join("receipts.csv"), csv).unwrap();
+    let (ok, out, _) = w.run(&strs(&args(&["--apply", "--json"]))).await;
+    assert!(!ok);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["verdict"], "INCOMPLETE");
+    assert_eq!(report["counts"]["malformed"], 1);
+    assert_eq!(store.counts(Some("sms.send")).await.unwrap().succeeded, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_apply_resumes_and_redrives_each_task_once() {
+    let w = Workdir::new(CONFIG);
+    let store = backstop::open_store(&w.db_url()).await.unwrap();
+    const N: usize = 4000;
+    let ids = sent(&store, N).await;
+    let lost: Vec<usize> = (0..N).filter(|i| i % 2 == 0).collect();
+    std::fs::write(w.path().join("receipts.csv"), receipts(N, &lost)).unwrap();
+    let apply = args(&["--apply"]);
+    let mut child = tokio::process::Command::new(bin())
+        .args(&apply)
+        .current_dir(w.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once some, not all, of the re-drives are done.
+    let mut pending = 0;
+    for _ in 0..2000 {
+        pending = store.counts(Some("sms.send")).await.unwrap().pending as usize;
+        if pending > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait().await;
+    let at_kill = store.counts(Some("sms.send")).await.unwrap().pending as usize;
+    println!(
+        "killed with {at_kill} of {} re-driven (saw {pending})",
+        lost.len()
+    );
+    assert!(at_kill < lost.len(), "killed before the end");
+    let (_, out, err) = w.run(&strs(&apply)).await;
+    assert!(out.contains("re-driven"), "{out}{err}");
+    let c = store.counts(Some("sms.send")).await.unwrap();
+    assert_eq!(c.pending as usize, lost.len());
+    for i in lost.iter().step_by(40) {
+        assert_eq!(
+            redrives(&store.timeline(ids[*i]).await.unwrap()),
+            1,
+            "sms-{i}"
+        );
+    }
+}
