@@ -159,6 +159,34 @@ pub enum StatementError {
     Store(#[from] StoreError),
 }
 
+/// A run's id: the same kind, reading rules, window and statement bytes give the same id, so
+/// that a repeated or resumed `--apply` re-drives nothing twice. `params` describes everything
+/// but the bytes.
+pub fn run_id(params: &str, mut statement: impl Read) -> std::io::Result<String> {
+    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    ctx.update(params.as_bytes());
+    ctx.update(b"\n");
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = statement.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        ctx.update(&buf[..n]);
+    }
+    let d = ctx.finish();
+    let hex: String = d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("st-{hex}"))
+}
+
+/// The parameters a run id covers, in a fixed form.
+pub fn run_params(o: &Options, expect_count: Option<u64>) -> String {
+    format!(
+        "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        o.kind, o.read.format, o.read.columns, o.since, o.until, o.grace, expect_count
+    )
+}
+
 /// The actor a run's re-drives are recorded with.
 pub fn run_actor(run_id: &str) -> String {
     format!("reconcile:{run_id}")

@@ -35,6 +35,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "tasks", description = "Enqueue, read and manage tasks"),
         (name = "leases", description = "Pull work for workers in any language"),
         (name = "kinds", description = "Configured kinds"),
+        (name = "reconciliations", description = "A provider's statement against the ledger"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )
 )]
@@ -59,6 +60,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::tasks::router())
         .merge(routes::leases::router())
         .merge(routes::kinds::router())
+        .merge(routes::reconciliations::router())
         .merge(routes::metrics::router())
         .split_for_parts()
 }

@@ -4,4 +4,5 @@ pub mod health;
 pub mod kinds;
 pub mod leases;
 pub mod metrics;
+pub mod reconciliations;
 pub mod tasks;

@@ -7,3 +7,4 @@ mod harness;
 mod leases;
 mod manage;
 mod ops;
+mod reconciliations;

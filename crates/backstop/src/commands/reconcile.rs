@@ -2,15 +2,13 @@
 
 use super::Ctx;
 use crate::cli::ReconcileArgs;
-use anyhow::{Context, Result, bail};
-use aws_lc_rs::digest;
+use anyhow::{Context, Result};
 use backstop_engine::statement::{self, AmountPointers, StatementJob};
 use backstop_statement::{
     ColumnMap, Observer, Options, Phase, Progress, ReadOptions, ReportDir, StatementFormat,
     Verdict, summary,
 };
-use std::io::{IsTerminal, Read, Write};
-use std::path::Path;
+use std::io::{IsTerminal, Write};
 
 /// Exit codes beyond 0 (reconciled, with or without pending items) and 1 (an error).
 const EXIT_BREAKS: i32 = 3;
@@ -26,8 +24,6 @@ pub async fn run(ctx: &Ctx, a: ReconcileArgs) -> Result<()> {
         None => ColumnMap::default(),
     };
     let file = a.statement.display().to_string();
-    let run_id = run_id(&a, &file, format, &columns)
-        .with_context(|| format!("cannot read the statement {file}"))?;
     let input = std::fs::File::open(&a.statement)
         .with_context(|| format!("cannot read the statement {file}"))?;
     let size = input.metadata().map(|m| m.len()).unwrap_or(0);
@@ -42,6 +38,9 @@ pub async fn run(ctx: &Ctx, a: ReconcileArgs) -> Result<()> {
     options.until = a.until;
     options.grace = a.grace;
     options.expect_count = a.expect_count;
+    let run_id = std::fs::File::open(&a.statement)
+        .and_then(|f| statement::run_id(&statement::run_params(&options, a.expect_count), f))
+        .with_context(|| format!("cannot read the statement {file}"))?;
     let job = StatementJob {
         run_id: run_id.clone(),
         statement: file.clone(),
@@ -103,37 +102,6 @@ pub async fn run(ctx: &Ctx, a: ReconcileArgs) -> Result<()> {
         Verdict::Incomplete => std::process::exit(EXIT_INCOMPLETE),
         _ => Ok(()),
     }
-}
-
-/// The same kind, statement bytes, window and reading rules give the same run, so that a
-/// repeated or resumed `--apply` re-drives nothing twice.
-fn run_id(
-    a: &ReconcileArgs,
-    file: &str,
-    format: StatementFormat,
-    columns: &ColumnMap,
-) -> Result<String> {
-    let mut ctx = digest::Context::new(&digest::SHA256);
-    let params = format!(
-        "{}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n",
-        a.kind, format, columns, a.since, a.until, a.grace, a.expect_count
-    );
-    ctx.update(params.as_bytes());
-    let mut f = std::fs::File::open(Path::new(file))?;
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        ctx.update(&buf[..n]);
-    }
-    let d = ctx.finish();
-    let hex: String = d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-    if hex.is_empty() {
-        bail!("empty digest");
-    }
-    Ok(format!("st-{hex}"))
 }
 
 /// A progress bar on stderr when it is a terminal; nothing otherwise.
