@@ -17,6 +17,7 @@ mod complete;
 mod connect;
 mod ended;
 mod enqueue;
+mod entities;
 mod leader;
 mod lease;
 mod manual;
@@ -196,5 +197,16 @@ impl Store for MysqlStore {
 
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.db, &p).await })
+    }
+
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move { entities::transition(&self.db, &p).await })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entities::entity(&self.db, &p).await })
     }
 }

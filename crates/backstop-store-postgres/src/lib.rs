@@ -16,6 +16,7 @@ mod claim;
 mod complete;
 mod connect;
 mod enqueue;
+mod entities;
 mod expire;
 mod leader;
 mod lease;
@@ -203,6 +204,17 @@ impl Store for PostgresStore {
 
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.db, &p).await })
+    }
+
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move { entities::transition(&self.db, &p).await })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entities::entity(&self.db, &p).await })
     }
 
     fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {

@@ -11,6 +11,7 @@ mod claim;
 mod complete;
 mod connect;
 mod enqueue;
+mod entities;
 mod leader;
 mod lease;
 mod manual;
@@ -229,5 +230,19 @@ impl Store for SqliteStore {
 
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         Box::pin(async move { watch::audit_page(&self.inner.readers, &p).await })
+    }
+
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            entities::transition(&mut w, &p).await
+        })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entities::entity(&self.inner.readers, &p).await })
     }
 }

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod cases;
+mod entities;
 mod fixtures;
 mod leadership;
 pub mod outbox;
@@ -62,7 +63,14 @@ macro_rules! conformance_suite {
             beats_are_overwritten_by_name_and_listed_by_prefix,
             backlog_counts_pending_due_overdue_and_running_per_kind,
             audit_pages_walk_the_ledger_in_id_order,
-            a_ledger_driven_through_every_transition_audits_clean
+            a_ledger_driven_through_every_transition_audits_clean,
+            transitions_answer_applied_duplicate_rejected_and_stale,
+            a_repeated_paid_never_undoes_refunding,
+            rejected_and_stale_events_may_apply_when_sent_again,
+            entities_are_separate_per_machine_and_id,
+            concurrent_transitions_on_one_entity_apply_each_event_once,
+            concurrent_versions_on_one_entity_only_move_forward,
+            concurrent_callbacks_through_the_order_machine_stay_consistent
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {
