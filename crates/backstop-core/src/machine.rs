@@ -5,7 +5,7 @@
 //! machine is checked when it is made, so that every [`Machine`] is usable: its initial state
 //! is one of its states, and every state can be reached from it.
 
-use crate::validate::{self, InvalidInput};
+use crate::validate::{self, MAX_KIND_LEN};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Longest accepted state name, in bytes.
@@ -43,9 +43,12 @@ pub struct Machine {
 /// definition is wrong (`initial`, `transitions.paid`), for configuration errors.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MachineError {
-    /// The machine's name breaks the rules of kind names.
-    #[error("machine name: {0}")]
-    Name(InvalidInput),
+    /// The machine's name is empty, too long or has other characters than
+    /// `A-Z a-z 0-9 . _ -` (the rules of kind names).
+    #[error(
+        "{0:?} is not a machine name: use 1 to {MAX_KIND_LEN} letters, digits, '.', '_' or '-'"
+    )]
+    Name(String),
     /// A state name is empty, too long or has other characters than `A-Z a-z 0-9 . _ -`.
     #[error(
         "{state:?} is not a state name: use 1 to {MAX_STATE_LEN} letters, digits, '.', '_' or '-'"
@@ -103,7 +106,9 @@ impl Machine {
     {
         let name = name.into();
         let initial = initial.into();
-        validate::kind(&name).map_err(MachineError::Name)?;
+        if validate::kind(&name).is_err() {
+            return Err(MachineError::Name(name));
+        }
         let mut map = BTreeMap::new();
         let mut states = BTreeSet::new();
         for (from, to) in transitions {
