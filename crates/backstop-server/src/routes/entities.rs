@@ -208,8 +208,8 @@ fn detail(o: &TransitionOutcome, allowed_from: &[String]) -> String {
 /// `200` with the current state, and is recorded in the entity's history.
 #[utoipa::path(post, path = "/v1/entities/{machine}/{id}/transitions", tag = "entities",
     params(
-        ("machine" = String, Path, description = "A configured machine"),
-        ("id" = String, Path, description = "The entity's business id (1 to 512 bytes)"),
+        ("machine" = String, Path, description = "A configured machine", example = "order"),
+        ("id" = String, Path, description = "The entity's business id (1 to 512 bytes)", example = "1001"),
     ),
     request_body = TransitionBody,
     responses(
@@ -252,8 +252,8 @@ async fn transition(
 /// An entity's current state and its whole history.
 #[utoipa::path(get, path = "/v1/entities/{machine}/{id}", tag = "entities",
     params(
-        ("machine" = String, Path, description = "A configured machine"),
-        ("id" = String, Path, description = "The entity's business id"),
+        ("machine" = String, Path, description = "A configured machine", example = "order"),
+        ("id" = String, Path, description = "The entity's business id", example = "1001"),
     ),
     responses(
         (status = 200, description = "The entity and every decision about it", body = EntityHistoryView),
