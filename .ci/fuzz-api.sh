@@ -27,6 +27,9 @@ target = "pull"
 [kinds."sms.send"]
 url = "http://127.0.0.1:9/none"
 max_attempts = 1
+[machines.order]
+initial = "pending"
+transitions = { pending = ["paid", "closed"], paid = ["refunding", "refunded"], refunding = ["refunded"] }
 TOML
 (cd "$dir" && exec "$bin" serve --listen "127.0.0.1:$port" >"$dir/serve.log" 2>&1) &
 serve=$!

@@ -1,5 +1,6 @@
 //! The domain of backstop: tasks, their state machine, handler outcomes, retry policy, kind
-//! configuration, a clock tests can drive, and the [`Store`] trait every backend implements.
+//! configuration, a clock tests can drive, and the [`Store`] trait every backend implements;
+//! and the state machines of business entities that callbacks drive ([`machine`], [`entity`]).
 //!
 //! Nothing here performs I/O; storage backends and the engine build on these types.
 
@@ -9,9 +10,11 @@ pub mod classify;
 pub mod clock;
 pub mod decide;
 pub mod duration;
+pub mod entity;
 pub mod event;
 pub mod idempotency;
 pub mod kind;
+pub mod machine;
 pub mod manual;
 pub mod outcome;
 pub mod store;
@@ -23,8 +26,10 @@ pub mod wire_time;
 pub use backoff::RetryPolicy;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{Decision, decide};
+pub use entity::{Answer, Entity, EntityDecision};
 pub use event::{Event, EventType};
 pub use kind::{KindConfig, Target};
+pub use machine::{Machine, MachineError};
 pub use outcome::{AttemptOutcome, AttemptReport, Outcome};
 pub use store::*;
 pub use task::{NewTask, Status, Task, TaskId};

@@ -1,6 +1,7 @@
 //! The `Store` trait: the ledger's only door. Every method takes a parameter struct so that a
 //! new field does not break every backend, and none reads a clock: callers pass `now`.
 
+use crate::entity::{Answer, Entity, EntityDecision};
 use crate::event::Event;
 use crate::outcome::AttemptOutcome;
 use crate::task::{NewTask, Status, Task, TaskId};
@@ -422,6 +423,54 @@ pub struct StatementRunsParams {
     pub limit: usize,
 }
 
+/// Decides one transition request about an entity, in one transaction that holds the
+/// entity's lock (so requests about one entity are decided one at a time), and records the
+/// decision in its history whatever it is. An entity not seen before is created in
+/// `initial` first. The answer follows [`crate::entity::Guard`].
+#[derive(Clone, Debug)]
+pub struct TransitionParams {
+    /// The machine's name.
+    pub machine: String,
+    /// The entity's business id.
+    pub entity_id: String,
+    /// The requested state.
+    pub to: String,
+    /// The id of the event that asks; each is applied at most once per entity.
+    pub event_id: String,
+    /// The sender's version of the entity, if it has one.
+    pub version: Option<i64>,
+    /// The states `to` may follow (the caller reads them from the machine).
+    pub allowed_from: Vec<String>,
+    /// The machine's initial state, for a new entity.
+    pub initial: String,
+    pub now: Timestamp,
+}
+
+/// How a transition request was decided, and the entity afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransitionOutcome {
+    pub answer: Answer,
+    /// The entity after the decision (changed only when applied).
+    pub entity: Entity,
+    /// The decision as its history records it.
+    pub decision: EntityDecision,
+}
+
+/// Reads one entity of a machine.
+#[derive(Clone, Debug)]
+pub struct EntityParams {
+    pub machine: String,
+    pub id: String,
+}
+
+/// An entity with its whole history, oldest decision first; the history holds exactly the
+/// entity's `decisions`, even while requests are being decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntityHistory {
+    pub entity: Entity,
+    pub decisions: Vec<EntityDecision>,
+}
+
 /// What a store's work watch reports (see [`Store::watch_work`]). Only hints: an engine
 /// still polls, so a missed or late signal delays work by at most its poll interval.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -549,6 +598,15 @@ pub trait Store: Send + Sync + 'static {
     /// Tasks in id order after a cursor, each with its whole timeline (as
     /// [`Store::timeline`] gives it).
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>>;
+
+    /// Decides a transition request about an entity and records the decision.
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>>;
+
+    /// An entity with its history; `None` when no request about it was ever decided.
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>>;
 
     /// Watches for tasks created by anyone (other processes, the CLI, outbox inserts) and
     /// reports them to `sink`: the future runs the watch, reconnecting by itself, until it is

@@ -6,6 +6,10 @@ pub const MAX_KIND_LEN: usize = 128;
 pub const MAX_KEY_LEN: usize = 512;
 /// Default payload limit (1 MiB); configurable.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
+/// Longest accepted entity id (the business id of a state machine's entity), in bytes.
+pub const MAX_ENTITY_ID_LEN: usize = 512;
+/// Longest accepted event id (the id a callback's sender gives its event), in bytes.
+pub const MAX_EVENT_ID_LEN: usize = 255;
 
 /// Input that the ledger refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +32,16 @@ pub enum InvalidInput {
     PayloadNotJson(String),
     #[error("max_attempts must be between 1 and 1000, got {0}")]
     MaxAttempts(u32),
+    #[error("{field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("{field} is {len} bytes; the limit is {limit}")]
+    TooLong {
+        field: &'static str,
+        len: usize,
+        limit: usize,
+    },
+    #[error("{field} must not contain control characters")]
+    ControlChars { field: &'static str },
 }
 
 /// Checks a kind name.
@@ -57,6 +71,33 @@ pub fn key(key: &str) -> Result<(), InvalidInput> {
     }
     if key.chars().any(char::is_control) {
         return Err(InvalidInput::KeyChars);
+    }
+    Ok(())
+}
+
+/// Checks an entity id: like a business key, 1 to 512 bytes without control characters.
+pub fn entity_id(id: &str) -> Result<(), InvalidInput> {
+    bounded_text("id", id, MAX_ENTITY_ID_LEN)
+}
+
+/// Checks an event id: 1 to 255 bytes without control characters.
+pub fn event_id(id: &str) -> Result<(), InvalidInput> {
+    bounded_text("event_id", id, MAX_EVENT_ID_LEN)
+}
+
+fn bounded_text(field: &'static str, s: &str, limit: usize) -> Result<(), InvalidInput> {
+    if s.is_empty() {
+        return Err(InvalidInput::Empty { field });
+    }
+    if s.len() > limit {
+        return Err(InvalidInput::TooLong {
+            field,
+            len: s.len(),
+            limit,
+        });
+    }
+    if s.chars().any(char::is_control) {
+        return Err(InvalidInput::ControlChars { field });
     }
     Ok(())
 }
@@ -97,6 +138,20 @@ mod tests {
         assert!(key(&"k".repeat(513)).is_err());
         assert!(key("a\nb").is_err());
         assert!(key("order-123").is_ok());
+    }
+
+    #[test]
+    fn entity_and_event_ids_are_bounded_text() {
+        assert!(entity_id("order-1001").is_ok());
+        assert_eq!(entity_id(""), Err(InvalidInput::Empty { field: "id" }));
+        assert!(entity_id(&"i".repeat(512)).is_ok());
+        assert!(entity_id(&"i".repeat(513)).is_err());
+        assert!(event_id("evt_1 é").is_ok());
+        assert!(event_id(&"e".repeat(256)).is_err());
+        assert_eq!(
+            event_id("a\tb"),
+            Err(InvalidInput::ControlChars { field: "event_id" })
+        );
     }
 
     #[test]

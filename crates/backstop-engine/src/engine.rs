@@ -15,7 +15,7 @@ use crate::reconciler;
 use crate::retention::{self, RetentionPolicy};
 use backstop_core::store::{EnqueueParams, EnqueueResult, ReleaseParams};
 use backstop_core::validate::DEFAULT_MAX_PAYLOAD;
-use backstop_core::{Clock, KindConfig, Store, SystemClock, Target};
+use backstop_core::{Clock, KindConfig, Machine, Store, SystemClock, Target};
 use backstop_webhooks::{DeliveryClient, StandardWebhooks};
 use std::collections::HashMap;
 use std::future::Future;
@@ -102,6 +102,8 @@ pub enum EngineError {
     Client(String),
     #[error("kind {0:?} is configured twice")]
     DuplicateKind(String),
+    #[error("machine {0:?} is configured twice")]
+    DuplicateMachine(String),
 }
 
 pub(crate) struct Shared {
@@ -112,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) inflight: Arc<InFlight>,
     pub(crate) kinds: HashMap<String, Arc<KindRuntime>>,
     pub(crate) configs: HashMap<String, KindConfig>,
+    /// The state machines of entities, by name.
+    pub(crate) machines: HashMap<String, Machine>,
     /// Woken by local enqueues of pull kinds, so long-polling lease requests return promptly.
     pub(crate) pull_wake: Notify,
     pub(crate) metrics: HashMap<String, Arc<KindMetrics>>,
@@ -131,6 +135,7 @@ pub struct EngineBuilder {
     clock: Arc<dyn Clock>,
     kinds: Vec<KindConfig>,
     handlers: HashMap<String, Handler>,
+    machines: Vec<Machine>,
     opts: EngineOptions,
     alerts: AlertOptions,
 }
@@ -145,6 +150,12 @@ impl EngineBuilder {
     /// Registers the in-process handler of a kind.
     pub fn handler(mut self, kind: impl Into<String>, h: Handler) -> Self {
         self.handlers.insert(kind.into(), h);
+        self
+    }
+
+    /// Adds a state machine for guarded state transitions ([`Engine::transition`]).
+    pub fn machine(mut self, m: Machine) -> Self {
+        self.machines.push(m);
         self
     }
 
@@ -232,6 +243,13 @@ impl EngineBuilder {
         if let Some(name) = self.handlers.into_keys().next() {
             return Err(EngineError::HandlerWithoutKind(name));
         }
+        let mut machines = HashMap::new();
+        for m in self.machines {
+            if machines.contains_key(m.name()) {
+                return Err(EngineError::DuplicateMachine(m.name().to_string()));
+            }
+            machines.insert(m.name().to_string(), m);
+        }
         let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
         let alerts = Alerts::new(configs.keys().map(String::as_str));
         let started = self.clock.now();
@@ -244,6 +262,7 @@ impl EngineBuilder {
                 inflight: Arc::new(InFlight::default()),
                 kinds,
                 configs,
+                machines,
                 pull_wake: Notify::new(),
                 metrics,
                 leading: watch::Sender::new(false),
@@ -270,6 +289,7 @@ impl Engine {
             clock: Arc::new(SystemClock),
             kinds: Vec::new(),
             handlers: HashMap::new(),
+            machines: Vec::new(),
             opts: EngineOptions::default(),
             alerts: AlertOptions::default(),
         }

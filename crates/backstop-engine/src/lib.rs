@@ -3,13 +3,15 @@
 //! expired leases so that a crash strands nothing, and prunes finished tasks by policy (both
 //! on the one process elected leader). The leader's reconciler also finds overdue work and
 //! explains it, audits the ledger, and beats a heartbeat every process watches; alerts go out
-//! aggregated, as ledger tasks of their own.
+//! aggregated, as ledger tasks of their own. Callbacks about business entities move them
+//! through configured state machines ([`Engine::transition`]), guarded by the ledger.
 
 pub mod alerts;
 mod completer;
 mod dispatcher;
 mod engine;
 pub mod enqueue;
+mod entities;
 mod executor;
 mod handler;
 mod heartbeat;
@@ -27,6 +29,7 @@ mod worker_id;
 
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};
 pub use enqueue::{EnqueueError, EnqueueRequest, Enqueued};
+pub use entities::{TransitionError, TransitionRequest};
 pub use handler::{Handler, TaskContext, handler};
 pub use pull::{Completed, LeaseRequest, Leased, PullError};
 pub use retention::RetentionPolicy;

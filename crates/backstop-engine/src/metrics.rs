@@ -26,6 +26,7 @@ pub mod names {
     pub const OVERDUE: &str = "backstop_overdue_tasks";
     pub const DRIFT: &str = "backstop_audit_drift_total";
     pub const ALERTS: &str = "backstop_alerts_raised_total";
+    pub const TRANSITIONS: &str = "backstop_entity_transitions_total";
 }
 
 /// Handles for one kind.
@@ -165,4 +166,10 @@ pub(crate) fn drift(d: &backstop_core::audit::Drift) {
 /// Counts one raised alert event.
 pub(crate) fn alert(name: crate::alerts::AlertName) {
     counter!(names::ALERTS, "event" => name.as_str()).increment(1);
+}
+
+/// Counts one decided transition request.
+pub(crate) fn transition(machine: &str, answer: backstop_core::Answer) {
+    counter!(names::TRANSITIONS, "machine" => machine.to_string(), "answer" => answer.as_str())
+        .increment(1);
 }

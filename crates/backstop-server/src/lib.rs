@@ -1,5 +1,5 @@
 //! The HTTP API of backstop: enqueue from any language, pull leases for workers, manage dead
-//! letters, and watch it all through `/metrics`. Errors are RFC 9457 problem documents; the
+//! letters, guard entities' state transitions, and watch it all through `/metrics`. Errors are RFC 9457 problem documents; the
 //! OpenAPI 3.1 document at `/openapi.json` is generated from the handlers themselves.
 
 pub mod auth;
@@ -26,7 +26,7 @@ use utoipa_axum::router::OpenApiRouter;
 #[openapi(
     info(
         title = "backstop",
-        description = "An accountable ledger for asynchronous work: enqueue, pull leases, dead letters.",
+        description = "An accountable ledger for asynchronous work: enqueue, pull leases, dead letters, guarded state transitions.",
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerAuth),
@@ -36,6 +36,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "leases", description = "Pull work for workers in any language"),
         (name = "kinds", description = "Configured kinds"),
         (name = "reconciliations", description = "A provider's statement against the ledger"),
+        (name = "entities", description = "Guarded state transitions of business entities"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )
 )]
@@ -61,6 +62,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::leases::router())
         .merge(routes::kinds::router())
         .merge(routes::reconciliations::router())
+        .merge(routes::entities::router())
         .merge(routes::metrics::router())
         .split_for_parts()
 }

@@ -5,15 +5,16 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use backstop_core::StoreError;
 use backstop_core::validate::InvalidInput;
-use backstop_engine::{EnqueueError, PullError};
+use backstop_engine::{EnqueueError, PullError, TransitionError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 /// An error response (`application/problem+json`). Branch on `type`:
 /// `urn:backstop:problem:` + `bad-request` (unreadable body), `invalid` (a field is wrong),
-/// `unauthorized`, `not-found`, `unknown-kind`, `conflict` (same kind and key, different
-/// payload; see `existing_id`), `wrong-status` (the task is not in a status the action applies
-/// to), `lease-lost` (stop working on the task; the outcome was not recorded), `too-large`,
+/// `unauthorized`, `not-found`, `unknown-kind`, `unknown-machine`, `unknown-state` (not a
+/// state of the machine), `conflict` (same kind and key, different payload; see
+/// `existing_id`), `wrong-status` (the task is not in a status the action applies to),
+/// `lease-lost` (stop working on the task; the outcome was not recorded), `too-large`,
 /// `method-not-allowed`, `not-ready`, `internal`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Problem {
@@ -152,6 +153,23 @@ impl From<PullError> for Problem {
             PullError::BadToken(_) => Problem::not_found(format!("no such lease: {e}")),
             PullError::LeaseLost => Problem::new(StatusCode::CONFLICT, "lease-lost", e.to_string()),
             PullError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<TransitionError> for Problem {
+    fn from(e: TransitionError) -> Self {
+        match e {
+            TransitionError::UnknownMachine(..) => {
+                Problem::new(StatusCode::NOT_FOUND, "unknown-machine", e.to_string())
+            }
+            TransitionError::UnknownState { .. } => Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown-state",
+                e.to_string(),
+            ),
+            TransitionError::Invalid(_) => Problem::invalid(e.to_string()),
+            TransitionError::Store(s) => s.into(),
         }
     }
 }

@@ -126,7 +126,8 @@ async fn main() {
         .unwrap();
     let p = &opts.prefix;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}schema"
+        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}entities, \
+         {p}entity_events, {p}entity_decisions, {p}schema"
     )))
     .execute(&pool)
     .await

@@ -17,6 +17,7 @@ mod complete;
 mod connect;
 mod ended;
 mod enqueue;
+mod entities;
 mod leader;
 mod lease;
 mod manual;
@@ -223,5 +224,16 @@ impl Store for MysqlStore {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
         Box::pin(statement_runs::get(&self.db, id))
+    }
+
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move { entities::transition(&self.db, &p).await })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entities::entity(&self.db, &p).await })
     }
 }

@@ -25,6 +25,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "statement_runs",
         include_str!("../migrations/0005_statement_runs.sql"),
     ),
+    (
+        6,
+        "entities",
+        include_str!("../migrations/0006_entities.sql"),
+    ),
 ];
 
 /// How long a process waits for another one's migration before giving up.

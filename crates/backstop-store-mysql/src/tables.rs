@@ -4,10 +4,12 @@
 use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
-/// `backstop_leaders`, `backstop_beats`, `backstop_schema`.
+/// `backstop_leaders`, `backstop_beats`, `backstop_entities`, `backstop_entity_events`,
+/// `backstop_entity_decisions`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
-/// Longest accepted prefix: the longest table name (`…leaders`) stays well within MySQL's 64.
+/// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
+/// 64.
 pub const MAX_PREFIX_LEN: usize = 40;
 
 /// Checks that `prefix` can be pasted into SQL as part of an unquoted identifier.
@@ -38,6 +40,9 @@ pub(crate) struct Tables {
     leaders: String,
     beats: String,
     statement_runs: String,
+    entities: String,
+    entity_events: String,
+    entity_decisions: String,
     schema: String,
 }
 
@@ -51,6 +56,9 @@ impl Tables {
             leaders: format!("{prefix}leaders"),
             beats: format!("{prefix}beats"),
             statement_runs: format!("{prefix}statement_runs"),
+            entities: format!("{prefix}entities"),
+            entity_events: format!("{prefix}entity_events"),
+            entity_decisions: format!("{prefix}entity_decisions"),
             schema: format!("{prefix}schema"),
         })
     }
@@ -59,8 +67,8 @@ impl Tables {
         &self.prefix
     }
 
-    /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}` and `{schema}` replaced by the table
-    /// names.
+    /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}`, `{entities}`,
+    /// `{entity_events}`, `{entity_decisions}` and `{schema}` replaced by the table names.
     pub(crate) fn sql(&self, template: &str) -> String {
         template
             .replace("{tasks}", &self.tasks)
@@ -68,6 +76,9 @@ impl Tables {
             .replace("{leaders}", &self.leaders)
             .replace("{beats}", &self.beats)
             .replace("{statement_runs}", &self.statement_runs)
+            .replace("{entities}", &self.entities)
+            .replace("{entity_events}", &self.entity_events)
+            .replace("{entity_decisions}", &self.entity_decisions)
             .replace("{schema}", &self.schema)
     }
 
@@ -109,5 +120,11 @@ mod tests {
             t.sql("SELECT 1 FROM {tasks} JOIN {events} JOIN {schema}"),
             "SELECT 1 FROM app_tasks JOIN app_events JOIN app_schema"
         );
+        assert_eq!(
+            t.sql("{entities} {entity_events} {entity_decisions}"),
+            "app_entities app_entity_events app_entity_decisions"
+        );
+        let longest = Tables::new(&"p".repeat(MAX_PREFIX_LEN)).unwrap();
+        assert!(longest.entity_decisions.len() <= 64);
     }
 }

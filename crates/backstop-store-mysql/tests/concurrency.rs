@@ -1,6 +1,6 @@
 //! Several stores (as several backstop processes would) on the same tables at once: claims
-//! never share a task, racing enqueues of one `(kind, key)` create it once, and concurrent
-//! migrations apply each version once.
+//! never share a task, racing enqueues of one `(kind, key)` create it once, racing transitions
+//! of one new entity apply each event once, and concurrent migrations apply each version once.
 
 mod common;
 
@@ -171,6 +171,19 @@ async fn racing_enqueues_of_one_key_create_it_once() {
     }
     claimer.await.unwrap();
     assert_eq!(a.counts(Some("k")).await.unwrap().total(), 40 * 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_transitions_from_several_stores_apply_each_event_once() {
+    if common::skip() {
+        return;
+    }
+    let guard = PrefixGuard::new();
+    let mut stores: Vec<std::sync::Arc<dyn Store>> = Vec::new();
+    for _ in 0..5 {
+        stores.push(std::sync::Arc::new(guard.store().await));
+    }
+    backstop_store_tests::cases::racing_stores_apply_each_event_once(stores, 10).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

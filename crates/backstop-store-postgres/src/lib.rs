@@ -16,6 +16,7 @@ mod claim;
 mod complete;
 mod connect;
 mod enqueue;
+mod entities;
 mod expire;
 mod leader;
 mod lease;
@@ -230,6 +231,17 @@ impl Store for PostgresStore {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
         Box::pin(statement_runs::get(&self.db, id))
+    }
+
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move { entities::transition(&self.db, &p).await })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entities::entity(&self.db, &p).await })
     }
 
     fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {

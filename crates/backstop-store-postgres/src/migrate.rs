@@ -17,6 +17,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "statement_runs",
         include_str!("../migrations/0006_statement_runs.sql"),
     ),
+    (
+        7,
+        "entities",
+        include_str!("../migrations/0007_entities.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

@@ -12,6 +12,19 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_transitions_from_several_stores_apply_each_event_once() {
+    if skip() {
+        return;
+    }
+    let guard = SchemaGuard::new();
+    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    for _ in 0..5 {
+        stores.push(Arc::new(guard.store().await));
+    }
+    backstop_store_tests::cases::racing_stores_apply_each_event_once(stores, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_stores_claiming_at_once_never_share_a_task() {
     if skip() {
         return;

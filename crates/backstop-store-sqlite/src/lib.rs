@@ -11,6 +11,7 @@ mod claim;
 mod complete;
 mod connect;
 mod enqueue;
+mod entities;
 mod leader;
 mod lease;
 mod manual;
@@ -262,5 +263,19 @@ impl Store for SqliteStore {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
         Box::pin(statement_runs::get(&self.inner.readers, id))
+    }
+
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            entities::transition(&mut w, &p).await
+        })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entities::entity(&self.inner.readers, &p).await })
     }
 }

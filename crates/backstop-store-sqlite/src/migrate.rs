@@ -17,6 +17,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "statement_runs",
         include_str!("../migrations/0005_statement_runs.sql"),
     ),
+    (
+        6,
+        "entities",
+        include_str!("../migrations/0006_entities.sql"),
+    ),
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod cases;
+mod entities;
 mod fixtures;
 mod leadership;
 pub mod outbox;
@@ -66,7 +67,14 @@ macro_rules! conformance_suite {
             a_ledger_driven_through_every_transition_audits_clean,
             tasks_are_looked_up_by_many_keys_at_once,
             a_succeeded_task_is_redriven_with_the_run_on_its_timeline,
-            statement_runs_are_recorded_and_listed_newest_first
+            statement_runs_are_recorded_and_listed_newest_first,
+            transitions_answer_applied_duplicate_rejected_and_stale,
+            a_repeated_paid_never_undoes_refunding,
+            rejected_and_stale_events_may_apply_when_sent_again,
+            entities_are_separate_per_machine_and_id,
+            concurrent_transitions_on_one_entity_apply_each_event_once,
+            concurrent_versions_on_one_entity_only_move_forward,
+            concurrent_callbacks_through_the_order_machine_stay_consistent
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

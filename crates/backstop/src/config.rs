@@ -1,10 +1,12 @@
-//! `backstop.toml`: the kinds, their targets and policies, and engine tuning. A wrong file is
-//! rejected at start with the file, the key and what is wrong.
+//! `backstop.toml`: the kinds, their targets and policies, engine tuning, and the state machines
+//! of guarded transitions. A wrong file is rejected at start with the file, the key and what is
+//! wrong.
 
 use crate::config_alerts::{RawReconciler, RawSink};
+use crate::config_machines::RawMachine;
 use backstop_core::duration::parse_duration;
 use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
-use backstop_core::{KindConfig, RetryPolicy, Target};
+use backstop_core::{KindConfig, Machine, RetryPolicy, Target};
 use backstop_engine::alerts::AlertOptions;
 use backstop_engine::{EngineOptions, RetentionPolicy};
 use backstop_server::{ApiToken, Limits};
@@ -26,6 +28,8 @@ pub struct Config {
     pub api: ApiConfig,
     /// `[[alerts]]` sinks, with the window and failure rate from `[reconciler]`.
     pub alerts: AlertOptions,
+    /// `[machines.NAME]`: the state machines of guarded transitions.
+    pub machines: Vec<Machine>,
 }
 
 /// The HTTP API: where it listens, who may call it, and its bounds.
@@ -92,6 +96,8 @@ struct RawConfig {
     reconciler: RawReconciler,
     #[serde(default)]
     alerts: Vec<RawSink>,
+    #[serde(default)]
+    machines: BTreeMap<String, RawMachine>,
 }
 
 /// `[retention]`: how long finished tasks are kept. `failed` is read only to refuse it.
@@ -301,6 +307,7 @@ impl Config {
         let api = api(raw.api, &invalid)?;
         let mut alerts = crate::config_alerts::reconciler(&raw.reconciler, &mut engine, &invalid)?;
         crate::config_alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
+        let machines = crate::config_machines::machines(raw.machines, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
@@ -308,6 +315,7 @@ impl Config {
             engine,
             api,
             alerts,
+            machines,
         })
     }
 }

@@ -29,16 +29,19 @@
 
 pub mod config;
 mod config_alerts;
+mod config_machines;
 mod signal;
 pub mod view;
 
+pub use backstop_core::store::{EntityHistory, TransitionOutcome};
 pub use backstop_core::{
-    Clock, Event, EventType, KindConfig, ManualClock, Outcome, RetryPolicy, Status, Store,
-    StoreError, SystemClock, Target, Task, TaskId,
+    Answer, Clock, Entity, EntityDecision, Event, EventType, KindConfig, Machine, MachineError,
+    ManualClock, Outcome, RetryPolicy, Status, Store, StoreError, SystemClock, Target, Task,
+    TaskId,
 };
 pub use backstop_engine::{
     Engine, EngineBuilder, EngineOptions, EnqueueError, EnqueueRequest, Enqueued, Handler,
-    TaskContext, handler,
+    TaskContext, TransitionError, TransitionRequest, handler,
 };
 pub use signal::shutdown_signal;
 

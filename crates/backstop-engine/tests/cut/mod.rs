@@ -141,4 +141,13 @@ impl Store for Cut {
     fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
         self.gate(self.inner.audit_page(p))
     }
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        self.gate(self.inner.transition_entity(p))
+    }
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        self.gate(self.inner.entity(p))
+    }
 }

@@ -65,6 +65,10 @@ fn describe() {
     );
     metrics::describe_counter!(RESCUES, "Tasks whose lease expired and were rescued.");
     metrics::describe_counter!(STALE, "Completions rejected because their lease was lost.");
+    metrics::describe_counter!(
+        TRANSITIONS,
+        "Entity transition requests decided, by machine and answer."
+    );
     metrics::describe_gauge!(
         TASKS,
         "Tasks in the ledger, by kind and status (read at scrape time)."

@@ -1,5 +1,6 @@
 //! One module per resource, each exposing `router()`.
 
+pub mod entities;
 pub mod health;
 pub mod kinds;
 pub mod leases;

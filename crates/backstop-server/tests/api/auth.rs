@@ -21,6 +21,8 @@ async fn with_tokens_configured_every_api_call_needs_one_and_actions_name_it() {
         (Method::GET, "/v1/tasks"),
         (Method::POST, "/v1/leases"),
         (Method::GET, "/v1/kinds"),
+        (Method::POST, "/v1/entities/order/1/transitions"),
+        (Method::GET, "/v1/entities/order/1"),
         (Method::GET, "/metrics"),
     ] {
         let (s, ctype, text) = api.raw(method.clone(), path, b"{}".to_vec(), &[]).await;

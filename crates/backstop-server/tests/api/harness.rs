@@ -1,6 +1,8 @@
 //! A live API on loopback over a real SQLite ledger, and a small JSON client for it.
 
-use backstop_core::{Clock, KindConfig, ManualClock, RetryPolicy, Store, SystemClock, Target};
+use backstop_core::{
+    Clock, KindConfig, Machine, ManualClock, RetryPolicy, Store, SystemClock, Target,
+};
 use backstop_engine::{Engine, EngineOptions};
 use backstop_server::{ApiToken, AppState, Limits};
 use backstop_store_sqlite::SqliteStore;
@@ -12,6 +14,8 @@ use tokio::sync::watch;
 /// What the API under test is configured with.
 pub struct Setup {
     pub kinds: Vec<KindConfig>,
+    /// State machines of guarded transitions.
+    pub machines: Vec<Machine>,
     pub limits: Limits,
     pub tokens: Vec<ApiToken>,
     pub max_payload: usize,
@@ -23,12 +27,27 @@ impl Default for Setup {
     fn default() -> Self {
         Setup {
             kinds: vec![pull("report.render"), push("sms.send")],
+            machines: vec![order()],
             limits: Limits::default(),
             tokens: Vec::new(),
             max_payload: 64 * 1024,
             manual_clock: false,
         }
     }
+}
+
+/// The order machine of the guarded transitions' issue.
+pub fn order() -> Machine {
+    Machine::new(
+        "order",
+        "pending",
+        [
+            ("pending", vec!["paid", "closed"]),
+            ("paid", vec!["refunding", "refunded"]),
+            ("refunding", vec!["refunded"]),
+        ],
+    )
+    .unwrap()
 }
 
 /// A pull kind with fast retries.
@@ -92,6 +111,9 @@ impl Api {
             });
         for k in s.kinds {
             b = b.kind(k);
+        }
+        for m in s.machines {
+            b = b.machine(m);
         }
         let engine = b.build().unwrap();
         let (stop, stop_rx) = watch::channel(false);

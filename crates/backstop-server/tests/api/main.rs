@@ -3,6 +3,7 @@
 
 mod auth;
 mod enqueue;
+mod entities;
 mod harness;
 mod leases;
 mod manage;

@@ -133,6 +133,8 @@ async fn the_openapi_document_describes_every_endpoint() {
         ("/v1/leases/{token}/heartbeat", "post"),
         ("/v1/leases/{token}/complete", "post"),
         ("/v1/kinds", "get"),
+        ("/v1/entities/{machine}/{id}/transitions", "post"),
+        ("/v1/entities/{machine}/{id}", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),

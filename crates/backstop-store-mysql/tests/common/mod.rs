@@ -58,7 +58,8 @@ impl Drop for PrefixGuard {
             .unwrap_or_default();
         let p = &self.prefix;
         let sql = format!(
-            "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}statement_runs, {p}schema"
+            "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}statement_runs, {p}entities, \
+         {p}entity_events, {p}entity_decisions, {p}schema"
         );
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()

@@ -32,13 +32,16 @@ impl Ctx {
             .with_context(|| format!("database {}", self.database))
     }
 
-    /// An engine for the configured kinds (used to enqueue with their defaults).
+    /// An engine for the configured kinds (used to enqueue with their defaults) and machines.
     pub fn engine(&self, store: Arc<dyn Store>) -> Result<Engine> {
         let mut b = Engine::builder(store)
             .options(self.config.engine.clone())
             .alerts(self.config.alerts.clone());
         for k in &self.config.kinds {
             b = b.kind(k.clone());
+        }
+        for m in &self.config.machines {
+            b = b.machine(m.clone());
         }
         Ok(b.build()?)
     }
