@@ -195,6 +195,17 @@ pub struct ListParams {
     pub before: Option<TaskId>,
 }
 
+/// Walks the tasks of one kind and status in id order, a page at a time (statement
+/// reconciliation's scan of succeeded tasks).
+#[derive(Clone, Debug)]
+pub struct ScanParams {
+    pub kind: String,
+    pub status: Status,
+    /// Only tasks with an id after this one.
+    pub after: Option<TaskId>,
+    pub limit: usize,
+}
+
 /// Looks tasks of one kind up by business key, many at once.
 #[derive(Clone, Debug)]
 pub struct KeysParams {
@@ -559,6 +570,9 @@ pub trait Store: Send + Sync + 'static {
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>>;
+
+    /// A page of one kind's tasks in one status, in id order.
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>>;
 
     /// The tasks of one kind with any of these keys (missing keys are left out), in no
     /// particular order.

@@ -3,7 +3,7 @@
 //! reconciles, and with `apply` re-drives each `missing_record` task exactly once per run.
 
 use backstop_core::manual::REDRIVE;
-use backstop_core::store::{KeysParams, ListParams, ManualParams, StatementRun};
+use backstop_core::store::{KeysParams, ManualParams, ScanParams, StatementRun};
 use backstop_core::{EventType, Status, Store, StoreError, Task, TaskId};
 use backstop_statement::{
     BreakClass, Ledger, LedgerEntry, LedgerPage, Money, Observer, Options, ReconcileError, Report,
@@ -83,7 +83,7 @@ impl Ledger for StoreLedger {
     }
 
     async fn succeeded_page(&mut self, q: &ScanQuery) -> Result<LedgerPage, StoreError> {
-        let before = q
+        let after = q
             .cursor
             .as_deref()
             .map(|c| {
@@ -93,12 +93,11 @@ impl Ledger for StoreLedger {
             .transpose()?;
         let tasks = self
             .store
-            .list(ListParams {
-                kind: Some(self.kind.clone()),
-                status: Some(Status::Succeeded),
+            .scan(ScanParams {
+                kind: self.kind.clone(),
+                status: Status::Succeeded,
+                after,
                 limit: q.limit,
-                before,
-                ..Default::default()
             })
             .await?;
         let next = (tasks.len() == q.limit)

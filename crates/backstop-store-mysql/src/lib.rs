@@ -162,6 +162,10 @@ impl Store for MysqlStore {
         Box::pin(async move { manual::redrive(&self.db, &p).await })
     }
 
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { read::scan(&self.db, &p).await })
+    }
+
     fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         Box::pin(async move { read::tasks_by_keys(&self.db, &p).await })
     }

@@ -4,10 +4,31 @@
 use crate::Db;
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, parse_status, status_code, task};
 use crate::tx::db_err;
-use backstop_core::store::{KeysParams, ListParams, StatusCounts};
+use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, QueryBuilder};
+
+/// A page of one kind's tasks in one status, in id order.
+pub(crate) async fn scan(db: &Db, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE (? IS NULL OR id > ?) AND kind = ? \
+         AND status = ? ORDER BY id LIMIT ?"
+    );
+    let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
+    sqlx::query(db.tables.q(&sql))
+        .bind(after.clone())
+        .bind(after)
+        .bind(&p.kind)
+        .bind(status_code(p.status))
+        .bind(p.limit as i64)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
 
 /// Tasks of one kind by key, in one round trip.
 pub(crate) async fn tasks_by_keys(db: &Db, p: &KeysParams) -> Result<Vec<Task>, StoreError> {

@@ -3,7 +3,7 @@
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns, time};
 use crate::types::Id;
 use crate::{Db, db_err};
-use backstop_core::store::{KeysParams, ListParams, StatusCounts};
+use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, QueryBuilder};
@@ -40,6 +40,27 @@ const BY_KEYS: &str = concat!(
     task_columns!(),
     " FROM {schema}.tasks WHERE kind = $1 AND key = ANY($2)"
 );
+
+const SCAN: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM {schema}.tasks WHERE ($1::uuid IS NULL OR id > $1) AND kind = $2 AND status = $3
+      ORDER BY id LIMIT $4"
+);
+
+pub(crate) async fn scan(db: &Db, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
+    sqlx::query(db.schema.sql(SCAN))
+        .bind(p.after.map(Id))
+        .bind(&p.kind)
+        .bind(p.status.as_str())
+        .bind(p.limit as i64)
+        .fetch_all(&db.pool)
+        .await
+        .map_err(db_err)?
+        .iter()
+        .map(task)
+        .collect()
+}
 
 pub(crate) async fn tasks_by_keys(db: &Db, p: &KeysParams) -> Result<Vec<Task>, StoreError> {
     sqlx::query(db.schema.sql(BY_KEYS))

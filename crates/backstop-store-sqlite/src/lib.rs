@@ -186,6 +186,10 @@ impl Store for SqliteStore {
         })
     }
 
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { read::scan(&self.inner.readers, &p).await })
+    }
+
     fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         Box::pin(async move { read::tasks_by_keys(&self.inner.readers, &p).await })
     }

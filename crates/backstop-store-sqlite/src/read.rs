@@ -4,7 +4,7 @@
 use crate::db_err;
 use crate::row::jiff_ms::from_ms;
 use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
-use backstop_core::store::{KeysParams, ListParams, StatusCounts};
+use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite};
@@ -56,6 +56,27 @@ pub(crate) async fn tasks_by_keys(
     ))
     .bind(&p.kind)
     .bind(keys)
+    .fetch_all(pool)
+    .await
+    .map_err(db_err)?
+    .iter()
+    .map(task)
+    .collect()
+}
+
+pub(crate) async fn scan(pool: &SqlitePool, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
+    // `+kind`, `+status`: walk the id index in order and filter, rather than collect the
+    // kind through (kind, key) and sort it.
+    sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE (?1 IS NULL OR id > ?1) AND +kind = ?2 AND +status = ?3
+          ORDER BY id LIMIT ?4"
+    ))
+    .bind(p.after.as_ref().map(|a| id_bytes(a).to_vec()))
+    .bind(&p.kind)
+    .bind(status_code(p.status))
+    .bind(p.limit as i64)
     .fetch_all(pool)
     .await
     .map_err(db_err)?

@@ -68,6 +68,7 @@ macro_rules! conformance_suite {
             tasks_are_looked_up_by_many_keys_at_once,
             a_succeeded_task_is_redriven_with_the_run_on_its_timeline,
             statement_runs_are_recorded_and_listed_newest_first,
+            scans_walk_one_kind_and_status_in_id_order,
             transitions_answer_applied_duplicate_rejected_and_stale,
             a_repeated_paid_never_undoes_refunding,
             rejected_and_stale_events_may_apply_when_sent_again,

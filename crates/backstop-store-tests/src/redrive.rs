@@ -128,3 +128,45 @@ pub async fn statement_runs_are_recorded_and_listed_newest_first(store: S) {
     assert_eq!(all.len(), 2);
     assert_eq!(all[0].id, "r3");
 }
+
+pub async fn scans_walk_one_kind_and_status_in_id_order(store: S) {
+    let mut done = Vec::new();
+    for i in 0..5 {
+        let id = put(&*store, task("sms", &format!("k{i}"), "{}")).await;
+        let c = claim(&*store, "sms", "w1", 1, at(0)).await.remove(0);
+        complete(
+            &*store,
+            vec![completion(
+                &c,
+                Status::Succeeded,
+                AttemptOutcome::Succeeded,
+                at(0),
+            )],
+            at(1),
+        )
+        .await;
+        done.push(id);
+    }
+    put(&*store, task("sms", "waiting", "{}")).await;
+    put(&*store, task("other", "k0", "{}")).await;
+    done.sort();
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .scan(ScanParams {
+                kind: "sms".into(),
+                status: Status::Succeeded,
+                after,
+                limit: 2,
+            })
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|t| t.id);
+        seen.extend(page.iter().map(|t| t.id));
+    }
+    assert_eq!(seen, done);
+}

@@ -179,6 +179,19 @@ pub enum BenchCommand {
     Http(HttpBenchArgs),
     /// One reconciler pass over a ledger of many finished and some due tasks.
     Reconciler(ReconcilerBenchArgs),
+    /// Statement reconciliation of a large statement against a ledger of as many tasks.
+    Statement(StatementBenchArgs),
+}
+
+/// Flags of `backstop bench statement`.
+#[derive(Args)]
+pub struct StatementBenchArgs {
+    /// Rows in the statement, and succeeded tasks in the ledger.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop reconcile`.

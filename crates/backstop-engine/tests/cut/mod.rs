@@ -108,6 +108,9 @@ impl Store for Cut {
     fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
         self.gate(self.inner.redrive(p))
     }
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        self.gate(self.inner.scan(p))
+    }
     fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         self.gate(self.inner.tasks_by_keys(p))
     }

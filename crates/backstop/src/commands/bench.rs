@@ -11,6 +11,8 @@ mod load;
 mod reconciler;
 #[path = "bench_sink.rs"]
 mod sink;
+#[path = "bench_statement.rs"]
+mod statement;
 
 use super::Ctx;
 use crate::cli::{BenchArgs, BenchCommand};
@@ -29,6 +31,7 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Ledger(l)) => ledger::run(ledger::with_database(l, database)).await,
         Some(BenchCommand::Http(h)) => http::run(h).await,
         Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
+        Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
     }
 }
 

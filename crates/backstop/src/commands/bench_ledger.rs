@@ -29,7 +29,7 @@ const KIND: &str = "bench.noop";
 /// The kind of the prefilled finished tasks. The claim indexes of every store are partial or
 /// status-led, so finished rows of any kind are outside them; a kind of their own keeps the
 /// bench's progress check (counts of its kind) from counting them too.
-const FINISHED_KIND: &str = "bench.finished";
+pub(super) const FINISHED_KIND: &str = "bench.finished";
 /// Tasks per prefill statement (enqueue, claim, complete).
 const PREFILL_CHUNK: usize = 2000;
 /// Prefill pipelines running at once.
