@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod backoff;
+pub mod callback;
 pub mod classify;
 pub mod clock;
 pub mod decide;
@@ -21,6 +22,10 @@ pub mod validate;
 pub mod wire_time;
 
 pub use backoff::RetryPolicy;
+pub use callback::{
+    CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
+    RecordCallbackParams, RecordedCallback,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{Decision, decide};
 pub use event::{Event, EventType};

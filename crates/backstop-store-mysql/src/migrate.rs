@@ -20,6 +20,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "outbox", include_str!("../migrations/0002_outbox.sql")),
     (3, "leader", include_str!("../migrations/0003_leader.sql")),
     (4, "beats", include_str!("../migrations/0004_beats.sql")),
+    (
+        5,
+        "callbacks",
+        include_str!("../migrations/0005_callbacks.sql"),
+    ),
 ];
 
 /// How long a process waits for another one's migration before giving up.

@@ -139,7 +139,7 @@ async fn per_task_statements_use_their_indexes() {
     }
     let p = store.prefix().to_string();
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}schema"
+        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}callbacks, {p}schema"
     )))
     .execute(&store.db.pool)
     .await

@@ -4,7 +4,7 @@
 use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
-/// `backstop_leaders`, `backstop_beats`, `backstop_schema`.
+/// `backstop_leaders`, `backstop_beats`, `backstop_callbacks`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…leaders`) stays well within MySQL's 64.
@@ -37,6 +37,7 @@ pub(crate) struct Tables {
     events: String,
     leaders: String,
     beats: String,
+    callbacks: String,
     schema: String,
 }
 
@@ -49,6 +50,7 @@ impl Tables {
             events: format!("{prefix}events"),
             leaders: format!("{prefix}leaders"),
             beats: format!("{prefix}beats"),
+            callbacks: format!("{prefix}callbacks"),
             schema: format!("{prefix}schema"),
         })
     }
@@ -57,14 +59,15 @@ impl Tables {
         &self.prefix
     }
 
-    /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}` and `{schema}` replaced by the table
-    /// names.
+    /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}`, `{callbacks}` and
+    /// `{schema}` replaced by the table names.
     pub(crate) fn sql(&self, template: &str) -> String {
         template
             .replace("{tasks}", &self.tasks)
             .replace("{events}", &self.events)
             .replace("{leaders}", &self.leaders)
             .replace("{beats}", &self.beats)
+            .replace("{callbacks}", &self.callbacks)
             .replace("{schema}", &self.schema)
     }
 

@@ -12,6 +12,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "leader", include_str!("../migrations/0003_leader.sql")),
     (4, "notify", include_str!("../migrations/0004_notify.sql")),
     (5, "beats", include_str!("../migrations/0005_beats.sql")),
+    (
+        6,
+        "callbacks",
+        include_str!("../migrations/0006_callbacks.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

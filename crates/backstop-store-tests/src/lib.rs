@@ -8,6 +8,7 @@
 //! backstop_store_tests::conformance_suite!(fresh);
 //! ```
 
+mod callbacks;
 pub mod cases;
 mod fixtures;
 mod leadership;
@@ -62,7 +63,12 @@ macro_rules! conformance_suite {
             beats_are_overwritten_by_name_and_listed_by_prefix,
             backlog_counts_pending_due_overdue_and_running_per_kind,
             audit_pages_walk_the_ledger_in_id_order,
-            a_ledger_driven_through_every_transition_audits_clean
+            a_ledger_driven_through_every_transition_audits_clean,
+            callback_accepted_creates_its_task_with_its_record,
+            callback_resent_is_a_duplicate_and_creates_nothing,
+            callback_rejections_are_recorded_without_a_task,
+            concurrent_callbacks_of_one_event_create_one_task,
+            callbacks_are_listed_per_source_newest_first_with_a_cursor
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -57,8 +57,9 @@ impl Drop for PrefixGuard {
             .map(|o| o.url)
             .unwrap_or_default();
         let p = &self.prefix;
-        let sql =
-            format!("DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}schema");
+        let sql = format!(
+            "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}callbacks, {p}schema"
+        );
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
