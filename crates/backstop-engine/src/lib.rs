@@ -6,6 +6,7 @@
 //! aggregated, as ledger tasks of their own.
 
 pub mod alerts;
+pub mod callbacks;
 mod completer;
 mod dispatcher;
 mod engine;
@@ -24,6 +25,7 @@ mod wakeups;
 pub mod why;
 mod worker_id;
 
+pub use callbacks::{CallbackError, CallbackReceipt, CallbackRequest, CallbackSource};
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};
 pub use enqueue::{EnqueueError, EnqueueRequest, Enqueued};
 pub use handler::{Handler, TaskContext, handler};

@@ -26,6 +26,8 @@ pub struct Config {
     pub api: ApiConfig,
     /// `[[alerts]]` sinks, with the window and failure rate from `[reconciler]`.
     pub alerts: AlertOptions,
+    /// `[sources.NAME]`: inbound callback sources.
+    pub sources: Vec<crate::config_sources::SourceConfig>,
 }
 
 /// The HTTP API: where it listens, who may call it, and its bounds.
@@ -92,6 +94,8 @@ struct RawConfig {
     reconciler: RawReconciler,
     #[serde(default)]
     alerts: Vec<RawSink>,
+    #[serde(default)]
+    sources: BTreeMap<String, crate::config_sources::RawSource>,
 }
 
 /// `[retention]`: how long finished tasks are kept. `failed` is read only to refuse it.
@@ -301,6 +305,8 @@ impl Config {
         let api = api(raw.api, &invalid)?;
         let mut alerts = crate::config_alerts::reconciler(&raw.reconciler, &mut engine, &invalid)?;
         crate::config_alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
+        let base = Path::new(file).parent().unwrap_or(Path::new(""));
+        let sources = crate::config_sources::sources(raw.sources, &kinds, base, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
@@ -308,6 +314,7 @@ impl Config {
             engine,
             api,
             alerts,
+            sources,
         })
     }
 }

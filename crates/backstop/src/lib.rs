@@ -29,6 +29,7 @@
 
 pub mod config;
 mod config_alerts;
+pub mod config_sources;
 mod signal;
 pub mod view;
 

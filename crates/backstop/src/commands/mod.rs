@@ -39,6 +39,12 @@ impl Ctx {
         for k in &self.config.kinds {
             b = b.kind(k.clone());
         }
+        for s in &self.config.sources {
+            b = b.source(
+                s.build()
+                    .map_err(|e| anyhow::anyhow!("sources.{:?}: {e}", s.name))?,
+            );
+        }
         Ok(b.build()?)
     }
 }
