@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod backoff;
+pub mod callback;
 pub mod classify;
 pub mod clock;
 pub mod decide;
@@ -24,6 +25,10 @@ pub mod validate;
 pub mod wire_time;
 
 pub use backoff::RetryPolicy;
+pub use callback::{
+    CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
+    RecordCallbackParams, RecordedCallback,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decide::{Decision, decide};
 pub use entity::{Answer, Entity, EntityDecision};

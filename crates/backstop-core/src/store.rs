@@ -1,6 +1,9 @@
 //! The `Store` trait: the ledger's only door. Every method takes a parameter struct so that a
 //! new field does not break every backend, and none reads a clock: callers pass `now`.
 
+use crate::callback::{
+    CallbackRecord, ListCallbacksParams, RecordCallbackParams, RecordedCallback,
+};
 use crate::entity::{Answer, Entity, EntityDecision};
 use crate::event::Event;
 use crate::outcome::AttemptOutcome;
@@ -621,6 +624,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// An entity with its history; `None` when no request about it was ever decided.
     fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>>;
+    /// Records an inbound callback request. For a verified one, the record and its task are
+    /// written in one transaction, durable when this returns: the task is created unless its
+    /// `(kind, key)` exists already, which makes the request a duplicate (acknowledged, nothing
+    /// new). A rejected one is only recorded.
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>>;
+
+    /// One source's recorded requests, newest first.
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>>;
 
     /// Watches for tasks created by anyone (other processes, the CLI, outbox inserts) and
     /// reports them to `sink`: the future runs the watch, reconnecting by itself, until it is

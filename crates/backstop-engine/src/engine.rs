@@ -2,6 +2,7 @@
 //! shutdown.
 
 use crate::alerts::{self, AlertOptions, Alerts};
+use crate::callbacks::CallbackSource;
 use crate::completer;
 use crate::dispatcher::{self, KindRuntime};
 use crate::enqueue::{self, EnqueueError, EnqueueRequest, Enqueued};
@@ -104,6 +105,12 @@ pub enum EngineError {
     DuplicateKind(String),
     #[error("machine {0:?} is configured twice")]
     DuplicateMachine(String),
+    #[error(
+        "inbound source {source_name:?} creates tasks of kind {kind:?}, which is not a configured kind"
+    )]
+    SourceKind { source_name: String, kind: String },
+    #[error("inbound source {0:?} is configured twice")]
+    DuplicateSource(String),
 }
 
 pub(crate) struct Shared {
@@ -127,6 +134,8 @@ pub(crate) struct Shared {
     pub(crate) pulled: std::sync::Mutex<HashMap<String, jiff::Timestamp>>,
     /// When this engine was built (the stall watch counts from here on a fresh database).
     pub(crate) started: jiff::Timestamp,
+    /// Inbound callback sources, by name.
+    pub(crate) sources: HashMap<String, CallbackSource>,
 }
 
 /// Collects kinds, handlers and options.
@@ -138,9 +147,16 @@ pub struct EngineBuilder {
     machines: Vec<Machine>,
     opts: EngineOptions,
     alerts: AlertOptions,
+    sources: Vec<CallbackSource>,
 }
 
 impl EngineBuilder {
+    /// Adds an inbound callback source; its kind must be one of the engine's kinds.
+    pub fn source(mut self, s: CallbackSource) -> Self {
+        self.sources.push(s);
+        self
+    }
+
     /// Adds a kind.
     pub fn kind(mut self, k: KindConfig) -> Self {
         self.kinds.push(k);
@@ -250,6 +266,20 @@ impl EngineBuilder {
             }
             machines.insert(m.name().to_string(), m);
         }
+
+        let mut sources = HashMap::new();
+        for s in self.sources {
+            if !configs.contains_key(&s.kind) {
+                return Err(EngineError::SourceKind {
+                    source_name: s.name,
+                    kind: s.kind,
+                });
+            }
+            if sources.contains_key(&s.name) {
+                return Err(EngineError::DuplicateSource(s.name));
+            }
+            sources.insert(s.name.clone(), s);
+        }
         let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
         let alerts = Alerts::new(configs.keys().map(String::as_str));
         let started = self.clock.now();
@@ -270,6 +300,7 @@ impl EngineBuilder {
                 alert_opts: self.alerts,
                 pulled: Default::default(),
                 started,
+                sources,
             }),
         })
     }
@@ -292,6 +323,7 @@ impl Engine {
             machines: Vec::new(),
             opts: EngineOptions::default(),
             alerts: AlertOptions::default(),
+            sources: Vec::new(),
         }
     }
 

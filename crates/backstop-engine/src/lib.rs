@@ -7,6 +7,7 @@
 //! through configured state machines ([`Engine::transition`]), guarded by the ledger.
 
 pub mod alerts;
+pub mod callbacks;
 mod completer;
 mod dispatcher;
 mod engine;
@@ -27,6 +28,7 @@ mod wakeups;
 pub mod why;
 mod worker_id;
 
+pub use callbacks::{CallbackError, CallbackReceipt, CallbackRequest, CallbackSource};
 pub use engine::{Engine, EngineBuilder, EngineError, EngineOptions};
 pub use enqueue::{EnqueueError, EnqueueRequest, Enqueued};
 pub use entities::{TransitionError, TransitionRequest};

@@ -37,6 +37,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "kinds", description = "Configured kinds"),
         (name = "reconciliations", description = "A provider's statement against the ledger"),
         (name = "entities", description = "Guarded state transitions of business entities"),
+        (name = "hooks", description = "Inbound provider callbacks, verified by each source's signature scheme"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )
 )]
@@ -64,24 +65,41 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::reconciliations::router())
         .merge(routes::entities::router())
         .merge(routes::metrics::router())
+        .merge(routes::hooks::router())
+        .split_for_parts()
+}
+
+/// The routes open without the API token: health checks for probes, and inbound callbacks,
+/// which each source's signature scheme authenticates instead.
+fn open_routes() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
+        .merge(routes::health::router())
+        .merge(routes::hooks::inbound())
         .split_for_parts()
 }
 
 /// The OpenAPI 3.1 document of the API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = api();
-    let (_, health) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
-        .merge(routes::health::router())
-        .split_for_parts();
-    doc.merge(health);
-    // Health checks are open to probes.
-    for path in ["/healthz", "/readyz"] {
-        if let Some(item) = doc.paths.paths.get_mut(path)
-            && let Some(op) = item.get.as_mut()
-        {
-            op.security = Some(vec![
-                utoipa::openapi::security::SecurityRequirement::default(),
-            ]);
+    let (_, open) = open_routes();
+    doc.merge(open);
+    // Health checks are open to probes; callbacks carry their provider's signature instead.
+    for (path, post) in [
+        ("/healthz", false),
+        ("/readyz", false),
+        ("/v1/hooks/{source}", true),
+    ] {
+        if let Some(item) = doc.paths.paths.get_mut(path) {
+            let op = if post {
+                item.post.as_mut()
+            } else {
+                item.get.as_mut()
+            };
+            if let Some(op) = op {
+                op.security = Some(vec![
+                    utoipa::openapi::security::SecurityRequirement::default(),
+                ]);
+            }
         }
     }
     doc
@@ -90,9 +108,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The whole application: the authenticated API, the open health checks and the document.
 pub fn app(state: AppState) -> Router {
     let (api, _) = api();
-    let (health, _) = OpenApiRouter::<AppState>::new()
-        .merge(routes::health::router())
-        .split_for_parts();
+    let (open, _) = open_routes();
     let doc = openapi();
     let doc_json = serde_json::to_string(&doc).expect("the document serializes");
     let authed = api.layer(axum::middleware::from_fn_with_state(
@@ -101,7 +117,7 @@ pub fn app(state: AppState) -> Router {
     ));
     Router::new()
         .merge(authed)
-        .merge(health)
+        .merge(open)
         .route(
             "/openapi.json",
             get(move || {

@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+mod callbacks;
 mod claim;
 mod complete;
 mod connect;
@@ -38,7 +39,10 @@ pub use connect::{DEFAULT_MAX_CONNECTIONS, MysqlOptions};
 pub use tables::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 
 use backstop_core::store::*;
-use backstop_core::{Event, Task, TaskId};
+use backstop_core::{
+    CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
+    TaskId,
+};
 use sqlx::mysql::MySqlPool;
 use std::sync::Arc;
 use tables::Tables;
@@ -239,5 +243,19 @@ impl Store for MysqlStore {
 
     fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
         Box::pin(async move { entities::entity(&self.db, &p).await })
+    }
+
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        Box::pin(async move { callbacks::record(&self.db, &p).await })
+    }
+
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        Box::pin(async move { callbacks::list(&self.db, &p).await })
     }
 }

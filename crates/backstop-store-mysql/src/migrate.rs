@@ -30,6 +30,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "entities",
         include_str!("../migrations/0006_entities.sql"),
     ),
+    (
+        7,
+        "callbacks",
+        include_str!("../migrations/0007_callbacks.sql"),
+    ),
 ];
 
 /// How long a process waits for another one's migration before giving up.

@@ -140,7 +140,7 @@ async fn per_task_statements_use_their_indexes() {
     let p = store.prefix().to_string();
     sqlx::raw_sql(AssertSqlSafe(format!(
         "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}statement_runs, {p}entities, \
-         {p}entity_events, {p}entity_decisions, {p}schema"
+         {p}entity_events, {p}entity_decisions, {p}callbacks, {p}schema"
     )))
     .execute(&store.db.pool)
     .await

@@ -5,7 +5,7 @@ use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
 /// `backstop_leaders`, `backstop_beats`, `backstop_entities`, `backstop_entity_events`,
-/// `backstop_entity_decisions`, `backstop_schema`.
+/// `backstop_entity_decisions`, `backstop_callbacks`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
@@ -43,6 +43,7 @@ pub(crate) struct Tables {
     entities: String,
     entity_events: String,
     entity_decisions: String,
+    callbacks: String,
     schema: String,
 }
 
@@ -59,6 +60,7 @@ impl Tables {
             entities: format!("{prefix}entities"),
             entity_events: format!("{prefix}entity_events"),
             entity_decisions: format!("{prefix}entity_decisions"),
+            callbacks: format!("{prefix}callbacks"),
             schema: format!("{prefix}schema"),
         })
     }
@@ -68,7 +70,7 @@ impl Tables {
     }
 
     /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}`, `{entities}`,
-    /// `{entity_events}`, `{entity_decisions}` and `{schema}` replaced by the table names.
+    /// `{entity_events}`, `{entity_decisions}`, `{callbacks}` and `{schema}` replaced by the table names.
     pub(crate) fn sql(&self, template: &str) -> String {
         template
             .replace("{tasks}", &self.tasks)
@@ -79,6 +81,7 @@ impl Tables {
             .replace("{entities}", &self.entities)
             .replace("{entity_events}", &self.entity_events)
             .replace("{entity_decisions}", &self.entity_decisions)
+            .replace("{callbacks}", &self.callbacks)
             .replace("{schema}", &self.schema)
     }
 

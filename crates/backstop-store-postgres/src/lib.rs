@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+mod callbacks;
 mod claim;
 mod complete;
 mod connect;
@@ -34,7 +35,10 @@ mod watch;
 pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
 
 use backstop_core::store::*;
-use backstop_core::{Event, Task, TaskId};
+use backstop_core::{
+    CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
+    TaskId,
+};
 use schema::Schema;
 use sqlx::postgres::PgPool;
 use std::sync::Arc;
@@ -246,6 +250,20 @@ impl Store for PostgresStore {
 
     fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
         Box::pin(async move { entities::entity(&self.db, &p).await })
+    }
+
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        Box::pin(async move { callbacks::record(&self.db, &p).await })
+    }
+
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        Box::pin(async move { callbacks::list(&self.db, &p).await })
     }
 
     fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {

@@ -22,6 +22,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "entities",
         include_str!("../migrations/0007_entities.sql"),
     ),
+    (
+        8,
+        "callbacks",
+        include_str!("../migrations/0008_callbacks.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

@@ -1,5 +1,6 @@
 //! Enqueue with group commit: concurrent callers' tasks are written in one `BEGIN IMMEDIATE`
-//! transaction and each caller is answered only after that commit is durable.
+//! transaction and each caller is answered only after that commit is durable. Inbound
+//! callbacks (a record and its task) ride the same group commits.
 
 use crate::Inner;
 use crate::raw::{self, Db, Stmt, Value};
@@ -7,7 +8,7 @@ use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_id};
 use crate::shapes::chunks;
 use backstop_core::store::{EnqueueParams, EnqueueResult};
-use backstop_core::{NewTask, StoreError};
+use backstop_core::{NewTask, RecordCallbackParams, RecordedCallback, StoreError};
 use sqlx::SqliteConnection;
 use std::sync::{LazyLock, Weak};
 use tokio::sync::{mpsc, oneshot};
@@ -15,9 +16,45 @@ use tokio::sync::{mpsc, oneshot};
 /// Tasks per group-commit transaction; one large request is never split across commits.
 const GROUP_LIMIT: usize = 4000;
 
-struct Request {
-    params: EnqueueParams,
-    reply: oneshot::Sender<Result<Vec<EnqueueResult>, StoreError>>,
+/// One caller's write waiting for the next group commit.
+enum Request {
+    Enqueue {
+        params: EnqueueParams,
+        reply: oneshot::Sender<Result<Vec<EnqueueResult>, StoreError>>,
+    },
+    /// An inbound callback's record, with its task when verified (see `callbacks`).
+    Callback {
+        params: Box<RecordCallbackParams>,
+        reply: oneshot::Sender<Result<RecordedCallback, StoreError>>,
+    },
+}
+
+impl Request {
+    /// How many rows it writes, roughly, against [`GROUP_LIMIT`].
+    fn size(&self) -> usize {
+        match self {
+            Request::Enqueue { params, .. } => params.tasks.len(),
+            Request::Callback { .. } => 2,
+        }
+    }
+
+    fn fail(self, msg: &str) {
+        let e = StoreError::Database(msg.to_string());
+        match self {
+            Request::Enqueue { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+            Request::Callback { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// What a group commit answers each request.
+enum Answer {
+    Enqueued(Vec<EnqueueResult>),
+    Recorded(RecordedCallback),
 }
 
 /// The group-commit queue in front of the writer.
@@ -40,22 +77,40 @@ impl Committer {
             return Ok(Vec::new());
         }
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Request { params, reply })
-            .map_err(|_| StoreError::Database("the store is closed".into()))?;
+        self.send(Request::Enqueue { params, reply })?;
         rx.await
             .map_err(|_| StoreError::Database("the store closed before committing".into()))?
+    }
+
+    /// Records a callback (and creates its task) in the next group commit.
+    pub(crate) async fn record_callback(
+        &self,
+        params: RecordCallbackParams,
+    ) -> Result<RecordedCallback, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Request::Callback {
+            params: Box::new(params),
+            reply,
+        })?;
+        rx.await
+            .map_err(|_| StoreError::Database("the store closed before committing".into()))?
+    }
+
+    fn send(&self, r: Request) -> Result<(), StoreError> {
+        self.tx
+            .send(r)
+            .map_err(|_| StoreError::Database("the store is closed".into()))
     }
 }
 
 async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = rx.recv().await {
+        let mut size = first.size();
         let mut group = vec![first];
-        let mut size = group[0].params.tasks.len();
         while size < GROUP_LIMIT {
             match rx.try_recv() {
                 Ok(r) => {
-                    size += r.params.tasks.len();
+                    size += r.size();
                     group.push(r);
                 }
                 Err(_) => break,
@@ -64,18 +119,26 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
         let Some(inner) = inner.upgrade() else { break };
         let result = {
             let mut w = inner.writer.lock().await;
-            insert_group(&mut w, &group).await
+            write_group(&mut w, &group).await
         };
         match result {
-            Ok(per_request) => {
-                for (req, res) in group.into_iter().zip(per_request) {
-                    let _ = req.reply.send(Ok(res));
+            Ok(answers) => {
+                for (req, answer) in group.into_iter().zip(answers) {
+                    match (req, answer) {
+                        (Request::Enqueue { reply, .. }, Answer::Enqueued(r)) => {
+                            let _ = reply.send(Ok(r));
+                        }
+                        (Request::Callback { reply, .. }, Answer::Recorded(r)) => {
+                            let _ = reply.send(Ok(r));
+                        }
+                        (req, _) => req.fail("a group commit answered out of order"),
+                    }
                 }
             }
             Err(e) => {
                 let msg = e.to_string();
                 for req in group {
-                    let _ = req.reply.send(Err(StoreError::Database(msg.clone())));
+                    req.fail(&msg);
                 }
             }
         }
@@ -85,12 +148,12 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
 /// Rows per INSERT, largest first. Rows of one statement share SQLite's open cursors, so the
 /// appends to the table and to the time-ordered indexes skip the descent from the root that a
 /// one-row statement pays; past 32 rows, preparing the statement costs more than that saves.
-const SHAPES: &[usize] = &[32, 8, 2, 1];
-const COLS: usize = 9;
+pub(crate) const SHAPES: &[usize] = &[32, 8, 2, 1];
+pub(crate) const COLS: usize = 9;
 
 /// One INSERT per shape; each row binds (id, kind, key, payload, max_attempts, run_at,
 /// expires_at, traceparent, now).
-static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
     SHAPES
         .iter()
         .map(|rows| {
@@ -115,22 +178,51 @@ static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
 pub(crate) const EXISTING: &str =
     "SELECT id, payload FROM backstop_tasks WHERE kind = ?1 AND key = ?2";
 
-async fn insert_group(
+/// Writes a group in one transaction: first every enqueued task (cut into shapes together,
+/// whatever each request holds), then each callback with its task; answers in group order.
+async fn write_group(
     conn: &mut SqliteConnection,
     group: &[Request],
-) -> Result<Vec<Vec<EnqueueResult>>, StoreError> {
-    // The whole group is cut into shapes together, whatever each request holds.
+) -> Result<Vec<Answer>, StoreError> {
     let tasks: Vec<(&NewTask, i64)> = group
         .iter()
-        .flat_map(|r| {
-            let now = to_ms(r.params.now);
-            r.params.tasks.iter().map(move |t| (t, now))
+        .filter_map(|r| match r {
+            Request::Enqueue { params, .. } => Some(params),
+            Request::Callback { .. } => None,
+        })
+        .flat_map(|p| {
+            let now = to_ms(p.now);
+            p.tasks.iter().map(move |t| (t, now))
         })
         .collect();
-    let mut results = raw::write(conn, |db| insert(db, &tasks)).await?.into_iter();
+    let callbacks: Vec<&RecordCallbackParams> = group
+        .iter()
+        .filter_map(|r| match r {
+            Request::Callback { params, .. } => Some(&**params),
+            Request::Enqueue { .. } => None,
+        })
+        .collect();
+    let (results, recorded) = raw::write(conn, |db| {
+        let results = if tasks.is_empty() {
+            Vec::new()
+        } else {
+            insert(db, &tasks)?
+        };
+        let recorded = crate::callbacks::record(db, &callbacks)?;
+        Ok((results, recorded))
+    })
+    .await?;
+    let (mut results, mut recorded) = (results.into_iter(), recorded.into_iter());
     Ok(group
         .iter()
-        .map(|r| results.by_ref().take(r.params.tasks.len()).collect())
+        .map(|r| match r {
+            Request::Enqueue { params, .. } => {
+                Answer::Enqueued(results.by_ref().take(params.tasks.len()).collect())
+            }
+            Request::Callback { .. } => {
+                Answer::Recorded(recorded.next().expect("one record per callback"))
+            }
+        })
         .collect())
 }
 
@@ -174,7 +266,10 @@ fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, 
 }
 
 /// Some (kind, key) of a chunk already existed: tells created from existing from conflicting.
-fn existing_one(existing: &mut Stmt<'_>, t: &NewTask) -> Result<EnqueueResult, StoreError> {
+pub(crate) fn existing_one(
+    existing: &mut Stmt<'_>,
+    t: &NewTask,
+) -> Result<EnqueueResult, StoreError> {
     let mut result = None;
     existing.query(&[t.kind.as_str().into(), t.key.as_str().into()], |row| {
         let id = parse_id(row.blob(0))?;

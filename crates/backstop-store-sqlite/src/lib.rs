@@ -7,6 +7,7 @@
 //! The per-task paths (enqueue, claim, completion) run as direct SQLite calls on the locked
 //! writer connection (`raw`), each batch in one transaction.
 
+mod callbacks;
 mod claim;
 mod complete;
 mod connect;
@@ -29,7 +30,10 @@ mod watch;
 pub use connect::{Durability, SqliteOptions};
 
 use backstop_core::store::*;
-use backstop_core::{Event, Task, TaskId};
+use backstop_core::{
+    CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
+    TaskId,
+};
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqlitePool;
 use std::sync::Arc;
@@ -281,5 +285,19 @@ impl Store for SqliteStore {
 
     fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
         Box::pin(async move { entities::entity(&self.inner.readers, &p).await })
+    }
+
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        Box::pin(self.inner.committer.record_callback(p))
+    }
+
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        Box::pin(async move { callbacks::list(&self.inner.readers, &p).await })
     }
 }

@@ -22,6 +22,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "entities",
         include_str!("../migrations/0006_entities.sql"),
     ),
+    (
+        7,
+        "callbacks",
+        include_str!("../migrations/0007_callbacks.sql"),
+    ),
 ];
 
 pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 type S = Arc<dyn Store>;
 
+pub use crate::callbacks::*;
 pub use crate::entities::*;
 pub use crate::leadership::*;
 pub use crate::redrive::*;

@@ -8,6 +8,7 @@
 //! backstop_store_tests::conformance_suite!(fresh);
 //! ```
 
+mod callbacks;
 pub mod cases;
 mod entities;
 mod fixtures;
@@ -75,7 +76,12 @@ macro_rules! conformance_suite {
             entities_are_separate_per_machine_and_id,
             concurrent_transitions_on_one_entity_apply_each_event_once,
             concurrent_versions_on_one_entity_only_move_forward,
-            concurrent_callbacks_through_the_order_machine_stay_consistent
+            concurrent_callbacks_through_the_order_machine_stay_consistent,
+            callback_accepted_creates_its_task_with_its_record,
+            callback_resent_is_a_duplicate_and_creates_nothing,
+            callback_rejections_are_recorded_without_a_task,
+            concurrent_callbacks_of_one_event_create_one_task,
+            callbacks_are_listed_per_source_newest_first_with_a_cursor
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -159,7 +159,7 @@ pub enum DeadCommand {
     },
 }
 
-/// `backstop bench [ledger|http]`: without a subcommand, the ledger bench (its flags may be
+/// `backstop bench [ledger|http|hooks|reconciler]`: without a subcommand, the ledger bench (its flags may be
 /// given directly, as in `backstop bench --tasks 20000`).
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -177,6 +177,8 @@ pub enum BenchCommand {
     Ledger(LedgerBenchArgs),
     /// The HTTP API and push delivery on loopback, each next to its raw HTTP ceiling.
     Http(HttpBenchArgs),
+    /// Inbound callbacks on loopback: reply latency at a fixed rate, sustained throughput.
+    Hooks(HooksBenchArgs),
     /// One reconciler pass over a ledger of many finished and some due tasks.
     Reconciler(ReconcilerBenchArgs),
     /// Statement reconciliation of a large statement against a ledger of as many tasks.
@@ -293,6 +295,26 @@ pub struct HttpBenchArgs {
     /// Tasks per POST /v1/tasks/batch.
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `backstop bench hooks`.
+#[derive(Args)]
+pub struct HooksBenchArgs {
+    /// Callbacks per second of the fixed-rate (latency) phase.
+    #[arg(long, default_value_t = 2000)]
+    pub rate: usize,
+    /// Seconds of the fixed-rate phase.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: usize,
+    /// Callbacks of the sustained-throughput phase.
+    #[arg(long, default_value_t = 100_000)]
+    pub requests: usize,
+    /// Concurrent keep-alive connections of the sustained phase.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,

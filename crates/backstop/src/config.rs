@@ -30,6 +30,8 @@ pub struct Config {
     pub alerts: AlertOptions,
     /// `[machines.NAME]`: the state machines of guarded transitions.
     pub machines: Vec<Machine>,
+    /// `[sources.NAME]`: inbound callback sources.
+    pub sources: Vec<crate::config_sources::SourceConfig>,
 }
 
 /// The HTTP API: where it listens, who may call it, and its bounds.
@@ -98,6 +100,8 @@ struct RawConfig {
     alerts: Vec<RawSink>,
     #[serde(default)]
     machines: BTreeMap<String, RawMachine>,
+    #[serde(default)]
+    sources: BTreeMap<String, crate::config_sources::RawSource>,
 }
 
 /// `[retention]`: how long finished tasks are kept. `failed` is read only to refuse it.
@@ -308,6 +312,8 @@ impl Config {
         let mut alerts = crate::config_alerts::reconciler(&raw.reconciler, &mut engine, &invalid)?;
         crate::config_alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
         let machines = crate::config_machines::machines(raw.machines, &invalid)?;
+        let base = Path::new(file).parent().unwrap_or(Path::new(""));
+        let sources = crate::config_sources::sources(raw.sources, &kinds, base, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
@@ -316,6 +322,7 @@ impl Config {
             api,
             alerts,
             machines,
+            sources,
         })
     }
 }

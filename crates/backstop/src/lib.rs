@@ -30,6 +30,7 @@
 pub mod config;
 mod config_alerts;
 mod config_machines;
+pub mod config_sources;
 mod signal;
 pub mod view;
 

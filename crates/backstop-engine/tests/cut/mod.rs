@@ -2,7 +2,10 @@
 //! every call hangs (never answers), like a request to a server that no longer replies.
 
 use backstop_core::store::*;
-use backstop_core::{Event, Task, TaskId};
+use backstop_core::{
+    CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
+    TaskId,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -152,5 +155,18 @@ impl Store for Cut {
     }
     fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
         self.gate(self.inner.entity(p))
+    }
+
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        self.gate(self.inner.record_callback(p))
+    }
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        self.gate(self.inner.list_callbacks(p))
     }
 }

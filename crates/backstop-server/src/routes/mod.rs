@@ -2,6 +2,7 @@
 
 pub mod entities;
 pub mod health;
+pub mod hooks;
 pub mod kinds;
 pub mod leases;
 pub mod metrics;

@@ -59,7 +59,7 @@ impl Drop for PrefixGuard {
         let p = &self.prefix;
         let sql = format!(
             "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}statement_runs, {p}entities, \
-         {p}entity_events, {p}entity_decisions, {p}schema"
+         {p}entity_events, {p}entity_decisions, {p}callbacks, {p}schema"
         );
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()

@@ -1,6 +1,9 @@
 //! `backstop bench`: throughput on this machine. `ledger` (the default) measures the ledger
-//! with an in-process handler; `http` measures the HTTP API and push delivery on loopback.
+//! with an in-process handler; `http` measures the HTTP API and push delivery on loopback;
+//! `hooks` measures inbound callbacks (latency at a fixed rate, sustained throughput).
 
+#[path = "bench_hooks.rs"]
+mod hooks;
 #[path = "bench_http.rs"]
 mod http;
 #[path = "bench_ledger.rs"]
@@ -30,6 +33,7 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         None => ledger::run(ledger::with_database(a.ledger, database)).await,
         Some(BenchCommand::Ledger(l)) => ledger::run(ledger::with_database(l, database)).await,
         Some(BenchCommand::Http(h)) => http::run(h).await,
+        Some(BenchCommand::Hooks(h)) => hooks::run(h).await,
         Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
         Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
     }

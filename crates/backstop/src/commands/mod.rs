@@ -43,6 +43,13 @@ impl Ctx {
         for m in &self.config.machines {
             b = b.machine(m.clone());
         }
+
+        for s in &self.config.sources {
+            b = b.source(
+                s.build()
+                    .map_err(|e| anyhow::anyhow!("sources.{:?}: {e}", s.name))?,
+            );
+        }
         Ok(b.build()?)
     }
 }

@@ -59,6 +59,7 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> Result<()> {
         config = ?ctx.config.source,
         api = %format!("http://{addr}"),
         auth = if api.tokens.is_empty() { "none (loopback)" } else { "bearer token" },
+        sources = ?engine.callback_sources(),
         "backstop serving"
     );
     let signal = async move {
