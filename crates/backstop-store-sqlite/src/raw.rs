@@ -55,6 +55,26 @@ pub(crate) async fn write<R>(
     }
 }
 
+/// Runs `f` on a connection without opening a transaction: for reads of many rows on a reader
+/// connection, which sqlx would hand over from its worker thread one row at a time. Each
+/// statement is its own consistent snapshot (WAL).
+pub(crate) async fn read<R>(
+    conn: &mut SqliteConnection,
+    f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    let mut guard = conn.lock_handle().await.map_err(crate::db_err)?;
+    let handle = guard.as_raw_handle();
+    let db = Db {
+        _guard: guard,
+        handle,
+    };
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| f(&db)),
+        _ => f(&db),
+    }
+}
+
 /// Rolls the open transaction back when dropped (an error or a panic in the middle of it).
 struct Tx<'a, 'c>(&'a Db<'c>);
 

@@ -3,7 +3,7 @@
 
 use crate::db_err;
 use crate::row::jiff_ms::from_ms;
-use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
+use crate::row::{id_bytes, parse_status, raw_task, status_code, task, task_columns};
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -49,40 +49,53 @@ pub(crate) async fn tasks_by_keys(
     p: &KeysParams,
 ) -> Result<Vec<Task>, StoreError> {
     let keys = serde_json::to_string(&p.keys).expect("strings");
-    sqlx::query(concat!(
-        "SELECT ",
-        task_columns!(),
-        " FROM backstop_tasks WHERE kind = ?1 AND key IN (SELECT value FROM json_each(?2))"
-    ))
-    .bind(&p.kind)
-    .bind(keys)
-    .fetch_all(pool)
+    let mut conn = pool.acquire().await.map_err(db_err)?;
+    // Raw calls: thousands of rows per call, which sqlx would pass over one at a time.
+    crate::raw::read(&mut conn, |db| {
+        let mut out = Vec::with_capacity(p.keys.len());
+        db.prepare(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM backstop_tasks WHERE kind = ?1 AND key IN (SELECT value FROM json_each(?2))"
+        ))?
+        .query(&[p.kind.as_str().into(), keys.as_str().into()], |r| {
+            out.push(raw_task(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    })
     .await
-    .map_err(db_err)?
-    .iter()
-    .map(task)
-    .collect()
 }
 
 pub(crate) async fn scan(pool: &SqlitePool, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
-    // `+kind`, `+status`: walk the id index in order and filter, rather than collect the
-    // kind through (kind, key) and sort it.
-    sqlx::query(concat!(
-        "SELECT ",
-        task_columns!(),
-        " FROM backstop_tasks WHERE (?1 IS NULL OR id > ?1) AND +kind = ?2 AND +status = ?3
-          ORDER BY id LIMIT ?4"
-    ))
-    .bind(p.after.as_ref().map(|a| id_bytes(a).to_vec()))
-    .bind(&p.kind)
-    .bind(status_code(p.status))
-    .bind(p.limit as i64)
-    .fetch_all(pool)
+    let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
+    let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
+    let mut conn = pool.acquire().await.map_err(db_err)?;
+    crate::raw::read(&mut conn, |db| {
+        let mut out = Vec::with_capacity(p.limit.min(100_000));
+        // `+kind`, `+status`: walk the id index in order and filter, rather than collect the
+        // kind through (kind, key) and sort it.
+        db.prepare(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM backstop_tasks WHERE (?1 IS NULL OR id > ?1) AND +kind = ?2 AND +status = ?3
+              ORDER BY id LIMIT ?4"
+        ))?
+        .query(
+            &[
+                after.as_deref().into(),
+                p.kind.as_str().into(),
+                status_code(p.status).into(),
+                limit.into(),
+            ],
+            |r| {
+                out.push(raw_task(r)?);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    })
     .await
-    .map_err(db_err)?
-    .iter()
-    .map(task)
-    .collect()
 }
 
 pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>, StoreError> {

@@ -77,3 +77,26 @@ pub(crate) fn task(r: &SqliteRow) -> Result<Task, StoreError> {
         updated_at: from_ms(r.get("updated_at")),
     })
 }
+
+/// A task from a raw row holding [`task_columns!`], in that order.
+pub(crate) fn raw_task(r: &crate::raw::Row<'_>) -> Result<Task, StoreError> {
+    Ok(Task {
+        id: parse_id(r.blob(0))?,
+        kind: r.text(1)?.to_owned(),
+        key: r.text(2)?.to_owned(),
+        payload: r.blob(3).to_vec(),
+        status: parse_status(r.int(4))?,
+        attempts: r.int(5) as u32,
+        max_attempts: r.int(6) as u32,
+        run_at: from_ms(r.int(7)),
+        expires_at: r.opt_int(8).map(from_ms),
+        lease_owner: r.opt_text(9)?,
+        lease_until: r.opt_int(10).map(from_ms),
+        epoch: r.int(11),
+        traceparent: r.opt_text(12)?,
+        last_error: r.opt_text(13)?,
+        reason: r.opt_text(14)?,
+        created_at: from_ms(r.int(15)),
+        updated_at: from_ms(r.int(16)),
+    })
+}
