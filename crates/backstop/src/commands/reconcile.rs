@@ -38,6 +38,9 @@ pub async fn run(ctx: &Ctx, a: ReconcileArgs) -> Result<()> {
     options.until = a.until;
     options.grace = a.grace;
     options.expect_count = a.expect_count;
+    // Bigger pages than the library's default: fewer statements, same memory bound.
+    options.chunk_size = 20_000;
+    options.scan_page = 20_000;
     let run_id = std::fs::File::open(&a.statement)
         .and_then(|f| statement::run_id(&statement::run_params(&options, a.expect_count), f))
         .with_context(|| format!("cannot read the statement {file}"))?;
