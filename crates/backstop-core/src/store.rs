@@ -402,6 +402,44 @@ pub struct KindBacklog {
 /// Tasks with their whole timelines, as [`Store::audit_page`] returns them.
 pub type AuditPage = Vec<(Task, Vec<Event>)>;
 
+impl KindBacklog {
+    /// A kind with pending tasks only (running and samples filled in later).
+    pub fn pending(
+        kind: String,
+        pending: u64,
+        due: u64,
+        overdue: u64,
+        oldest_run_at: Option<Timestamp>,
+    ) -> Self {
+        KindBacklog {
+            kind,
+            pending,
+            due,
+            overdue,
+            oldest_run_at,
+            running: 0,
+            overdue_sample: Vec::new(),
+        }
+    }
+
+    /// Adds the running counts per kind to the pending ones (a kind may have only running
+    /// tasks), sorted by kind: how every store assembles [`Store::backlog`] from its two reads.
+    pub fn with_running(mut all: Vec<KindBacklog>, running: Vec<(String, u64)>) -> Vec<Self> {
+        for (kind, n) in running {
+            match all.iter_mut().find(|b| b.kind == kind) {
+                Some(b) => b.running = n,
+                None => {
+                    let mut b = KindBacklog::pending(kind, 0, 0, 0, None);
+                    b.running = n;
+                    all.push(b);
+                }
+            }
+        }
+        all.sort_by(|a, b| a.kind.cmp(&b.kind));
+        all
+    }
+}
+
 /// A page of the ledger in id order, with timelines, for the conservation audit.
 #[derive(Clone, Debug)]
 pub struct AuditParams {

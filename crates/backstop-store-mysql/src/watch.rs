@@ -88,34 +88,23 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
-    let mut out = Vec::with_capacity(pending.len());
-    for r in &pending {
-        out.push(KindBacklog {
-            kind: text(r, "kind")?,
-            pending: col::<i64, _>(r, "n")? as u64,
-            due: col::<i64, _>(r, "due")? as u64,
-            overdue: col::<i64, _>(r, "overdue")? as u64,
-            oldest_run_at: opt_time(r, "oldest")?,
-            running: 0,
-            overdue_sample: Vec::new(),
-        });
-    }
-    for r in &running {
-        let kind = text(r, "kind")?;
-        let n = col::<i64, _>(r, "n")? as u64;
-        match out.iter_mut().find(|b| b.kind == kind) {
-            Some(b) => b.running = n,
-            None => out.push(KindBacklog {
-                kind,
-                pending: 0,
-                due: 0,
-                overdue: 0,
-                oldest_run_at: None,
-                running: n,
-                overdue_sample: Vec::new(),
-            }),
-        }
-    }
+    let pending = pending
+        .iter()
+        .map(|r| {
+            Ok(KindBacklog::pending(
+                text(r, "kind")?,
+                col::<i64, _>(r, "n")? as u64,
+                col::<i64, _>(r, "due")? as u64,
+                col::<i64, _>(r, "overdue")? as u64,
+                opt_time(r, "oldest")?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    let running = running
+        .iter()
+        .map(|r| Ok((text(r, "kind")?, col::<i64, _>(r, "n")? as u64)))
+        .collect::<Result<_, StoreError>>()?;
+    let mut out = KindBacklog::with_running(pending, running);
     for b in out.iter_mut().filter(|b| b.overdue > 0 && p.sample > 0) {
         let ids: Vec<Vec<u8>> = sqlx::query_scalar(db.tables.q(SAMPLE))
             .bind(&b.kind)
@@ -126,7 +115,6 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
             .map_err(db_err)?;
         b.overdue_sample = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
     }
-    out.sort_by(|a, b| a.kind.cmp(&b.kind));
     Ok(out)
 }
 

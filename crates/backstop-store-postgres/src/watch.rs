@@ -100,34 +100,23 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
-    let mut out = Vec::with_capacity(pending.len());
-    for r in &pending {
-        out.push(KindBacklog {
-            kind: col(r, "kind")?,
-            pending: col::<i64>(r, "n")? as u64,
-            due: col::<i64>(r, "due")? as u64,
-            overdue: col::<i64>(r, "overdue")? as u64,
-            oldest_run_at: opt_time(r, "oldest")?,
-            running: 0,
-            overdue_sample: Vec::new(),
-        });
-    }
-    for r in &running {
-        let kind: String = col(r, "kind")?;
-        let n = col::<i64>(r, "n")? as u64;
-        match out.iter_mut().find(|b| b.kind == kind) {
-            Some(b) => b.running = n,
-            None => out.push(KindBacklog {
-                kind,
-                pending: 0,
-                due: 0,
-                overdue: 0,
-                oldest_run_at: None,
-                running: n,
-                overdue_sample: Vec::new(),
-            }),
-        }
-    }
+    let pending = pending
+        .iter()
+        .map(|r| {
+            Ok(KindBacklog::pending(
+                col(r, "kind")?,
+                col::<i64>(r, "n")? as u64,
+                col::<i64>(r, "due")? as u64,
+                col::<i64>(r, "overdue")? as u64,
+                opt_time(r, "oldest")?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    let running = running
+        .iter()
+        .map(|r| Ok((col(r, "kind")?, col::<i64>(r, "n")? as u64)))
+        .collect::<Result<_, StoreError>>()?;
+    let mut out = KindBacklog::with_running(pending, running);
     for b in out.iter_mut().filter(|b| b.overdue > 0 && p.sample > 0) {
         let rows = sqlx::query(db.schema.sql(SAMPLE))
             .bind(&b.kind)
@@ -141,7 +130,6 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
             .map(|r| col::<Id>(r, "id").map(|i| i.0))
             .collect::<Result<Vec<TaskId>, _>>()?;
     }
-    out.sort_by(|a, b| a.kind.cmp(&b.kind));
     Ok(out)
 }
 

@@ -88,34 +88,23 @@ pub(crate) async fn backlog(
     .fetch_all(pool)
     .await
     .map_err(db_err)?;
-    let mut out: Vec<KindBacklog> = pending
+    let pending = pending
         .iter()
-        .map(|r| KindBacklog {
-            kind: r.get("kind"),
-            pending: r.get::<i64, _>("n") as u64,
-            due: r.get::<i64, _>("due") as u64,
-            overdue: r.get::<i64, _>("overdue") as u64,
-            oldest_run_at: r.get::<Option<i64>, _>("oldest").map(from_ms),
-            running: 0,
-            overdue_sample: Vec::new(),
+        .map(|r| {
+            KindBacklog::pending(
+                r.get("kind"),
+                r.get::<i64, _>("n") as u64,
+                r.get::<i64, _>("due") as u64,
+                r.get::<i64, _>("overdue") as u64,
+                r.get::<Option<i64>, _>("oldest").map(from_ms),
+            )
         })
         .collect();
-    for r in &running {
-        let kind: String = r.get("kind");
-        let n = r.get::<i64, _>("n") as u64;
-        match out.iter_mut().find(|b| b.kind == kind) {
-            Some(b) => b.running = n,
-            None => out.push(KindBacklog {
-                kind,
-                pending: 0,
-                due: 0,
-                overdue: 0,
-                oldest_run_at: None,
-                running: n,
-                overdue_sample: Vec::new(),
-            }),
-        }
-    }
+    let running = running
+        .iter()
+        .map(|r| (r.get("kind"), r.get::<i64, _>("n") as u64))
+        .collect();
+    let mut out = KindBacklog::with_running(pending, running);
     for b in out.iter_mut().filter(|b| b.overdue > 0 && p.sample > 0) {
         let ids: Vec<Vec<u8>> = sqlx::query_scalar(
             "SELECT id FROM backstop_tasks
@@ -129,7 +118,6 @@ pub(crate) async fn backlog(
         .map_err(db_err)?;
         b.overdue_sample = ids.iter().map(|i| parse_id(i)).collect::<Result<_, _>>()?;
     }
-    out.sort_by(|a, b| a.kind.cmp(&b.kind));
     Ok(out)
 }
 
