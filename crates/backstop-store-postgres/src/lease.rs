@@ -16,14 +16,19 @@ use sqlx::postgres::{PgBindIterExt, PgRow};
 use std::collections::HashSet;
 
 /// Extends the listed leases still held by `$5`: `$1` ids, `$2` epochs, `$3` lease end,
-/// `$4` now. Returns the ids extended.
+/// `$4` now. Returns the ids extended. The rows are found from the list, one id lookup each,
+/// in id order (see `complete.rs` for why the join must go this way).
 const HEARTBEAT: &str = "
-WITH l AS (SELECT * FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)),
+WITH l AS (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)
+           ORDER BY id),
 held AS MATERIALIZED (
-    SELECT t.seq FROM {schema}.tasks AS t JOIN l ON t.id = l.id AND t.epoch = l.epoch
-    WHERE t.status = 'running' AND t.lease_owner = $5
-    ORDER BY t.id
-    FOR UPDATE OF t
+    SELECT t.seq FROM l
+    CROSS JOIN LATERAL (
+        SELECT t.seq FROM {schema}.tasks AS t
+        WHERE t.id = l.id AND t.epoch = l.epoch AND t.status = 'running'
+          AND t.lease_owner = $5
+        FOR UPDATE
+    ) AS t
 )
 UPDATE {schema}.tasks AS t SET lease_until = $3, updated_at = $4
 FROM held WHERE t.seq = held.seq
@@ -41,11 +46,14 @@ FOR UPDATE SKIP LOCKED";
 /// The listed leases (`$1` ids, `$2` epochs) still held, whoever holds them.
 const RELEASE_PICK: &str = "
 SELECT t.seq, t.id, t.kind, t.attempts, t.max_attempts, t.lease_owner, t.att_started_at
-FROM {schema}.tasks AS t
-JOIN UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch) ON t.id = l.id AND t.epoch = l.epoch
-WHERE t.status = 'running'
-ORDER BY t.id
-FOR UPDATE OF t";
+FROM (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)
+      ORDER BY id) AS l
+CROSS JOIN LATERAL (
+    SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at
+    FROM {schema}.tasks AS t
+    WHERE t.id = l.id AND t.epoch = l.epoch AND t.status = 'running'
+    FOR UPDATE
+) AS t";
 
 /// Ends the running attempt of each listed row and moves the row to its listed status:
 /// `$1` seqs, `$2` statuses, `$3` reasons and `$4` errors (kept when null), `$5` durations,
