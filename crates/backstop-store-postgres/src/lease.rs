@@ -24,11 +24,11 @@ WITH l AS (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(
 held AS MATERIALIZED (
     SELECT t.seq FROM l
     CROSS JOIN LATERAL (
-        SELECT t.seq FROM {schema}.tasks AS t
-        WHERE t.id = l.id AND t.epoch = l.epoch AND t.status = 'running'
-          AND t.lease_owner = $5
-        FOR UPDATE
+        SELECT t.seq, t.epoch, t.status, t.lease_owner FROM {schema}.tasks AS t
+        WHERE t.id = l.id
+        FOR UPDATE OFFSET 0
     ) AS t
+    WHERE t.epoch = l.epoch AND t.status = 'running' AND t.lease_owner = $5
 )
 UPDATE {schema}.tasks AS t SET lease_until = $3, updated_at = $4
 FROM held WHERE t.seq = held.seq
@@ -49,11 +49,12 @@ SELECT t.seq, t.id, t.kind, t.attempts, t.max_attempts, t.lease_owner, t.att_sta
 FROM (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)
       ORDER BY id) AS l
 CROSS JOIN LATERAL (
-    SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at
+    SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at, epoch, status
     FROM {schema}.tasks AS t
-    WHERE t.id = l.id AND t.epoch = l.epoch AND t.status = 'running'
-    FOR UPDATE
-) AS t";
+    WHERE t.id = l.id
+    FOR UPDATE OFFSET 0
+) AS t
+WHERE t.epoch = l.epoch AND t.status = 'running'";
 
 /// Ends the running attempt of each listed row and moves the row to its listed status:
 /// `$1` seqs, `$2` statuses, `$3` reasons and `$4` errors (kept when null), `$5` durations,
