@@ -280,7 +280,7 @@ impl Engine {
             })
             .await?;
         metrics::counter!(
-            "backstop_callbacks_total",
+            crate::metrics::names::CALLBACKS,
             "source" => src.name.clone(),
             "verdict" => recorded.verdict.as_str()
         )

@@ -27,6 +27,7 @@ pub mod names {
     pub const DRIFT: &str = "backstop_audit_drift_total";
     pub const ALERTS: &str = "backstop_alerts_raised_total";
     pub const TRANSITIONS: &str = "backstop_entity_transitions_total";
+    pub const CALLBACKS: &str = "backstop_callbacks_total";
 }
 
 /// Handles for one kind.

@@ -73,6 +73,29 @@ fn describe() {
         TASKS,
         "Tasks in the ledger, by kind and status (read at scrape time)."
     );
+    metrics::describe_counter!(RECONCILER_PASSES, "Reconciler passes run by this process.");
+    metrics::describe_histogram!(
+        RECONCILER_PASS_SECONDS,
+        metrics::Unit::Seconds,
+        "How long reconciler passes took."
+    );
+    metrics::describe_gauge!(
+        RECONCILER_STALLED,
+        "1 while this process sees the reconciler's last pass older than the stall threshold."
+    );
+    metrics::describe_gauge!(
+        OVERDUE,
+        "Pending tasks due longer ago than the overdue threshold, by kind (last pass)."
+    );
+    metrics::describe_counter!(
+        DRIFT,
+        "Tasks whose timeline disagrees with their status, found by the audit, by kind and rule."
+    );
+    metrics::describe_counter!(ALERTS, "Alert events raised, by event.");
+    metrics::describe_counter!(
+        CALLBACKS,
+        "Inbound callbacks received, by source and verdict (accepted, duplicate, rejected)."
+    );
 }
 
 /// Prometheus metrics.
