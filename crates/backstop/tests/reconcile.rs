@@ -37,40 +37,7 @@ async fn sent(store: &Arc<dyn Store>, n: usize) -> Vec<TaskId> {
         ids.extend(tasks.iter().map(|t| t.id));
         let len = tasks.len();
         store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
-        let claimed = store
-            .claim(ClaimParams {
-                kind: "sms.send".into(),
-                limit: len,
-                owner: "w1".into(),
-                now,
-                lease_until: now + jiff::SignedDuration::from_secs(60),
-                max_attempts: 5,
-            })
-            .await
-            .unwrap();
-        let completions = claimed
-            .iter()
-            .map(|c| Completion {
-                lease: LeaseRef {
-                    id: c.id,
-                    epoch: c.epoch,
-                },
-                attempt: c.attempt,
-                status: Status::Succeeded,
-                run_at: None,
-                last_error: None,
-                reason: None,
-                outcome: AttemptOutcome::Succeeded,
-                http_status: Some(200),
-                started_at: now,
-                ended_at: now,
-                worker: "w1".into(),
-            })
-            .collect();
-        store
-            .complete(CompleteParams { completions, now })
-            .await
-            .unwrap();
+        claim_and_succeed(store, len, now).await;
     }
     ids
 }
@@ -78,11 +45,18 @@ async fn sent(store: &Arc<dyn Store>, n: usize) -> Vec<TaskId> {
 /// Claims the pending tasks and completes them as succeeded, as a handler that swallows its
 /// provider's failure would.
 async fn succeed_again(store: &Arc<dyn Store>) {
-    let now = jiff::Timestamp::now();
-    let again = store
+    assert_eq!(
+        claim_and_succeed(store, 10, jiff::Timestamp::now()).await,
+        3
+    );
+}
+
+/// Claims up to `limit` due tasks at `now` and completes each as succeeded; returns how many.
+async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Timestamp) -> usize {
+    let claimed = store
         .claim(ClaimParams {
             kind: "sms.send".into(),
-            limit: 10,
+            limit,
             owner: "w1".into(),
             now,
             lease_until: now + jiff::SignedDuration::from_secs(60),
@@ -90,8 +64,7 @@ async fn succeed_again(store: &Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    assert_eq!(again.len(), 3);
-    let completions = again
+    let completions = claimed
         .iter()
         .map(|c| Completion {
             lease: LeaseRef {
@@ -114,6 +87,7 @@ async fn succeed_again(store: &Arc<dyn Store>) {
         .complete(CompleteParams { completions, now })
         .await
         .unwrap();
+    claimed.len()
 }
 
 /// The provider's receipts: every task but those in `lost`.
