@@ -83,9 +83,20 @@ macro_rules! transaction {
                 let out = {
                     let $conn: &mut ::sqlx::MySqlConnection = &mut *tx;
                     $body
-                }?;
-                tx.commit().await?;
-                Ok(out)
+                };
+                // Rolled back at once when the body fails: a dropped transaction is only
+                // rolled back when its connection is next used, and its row locks would
+                // make claims skip those tasks until then.
+                match out {
+                    Ok(out) => {
+                        tx.commit().await?;
+                        Ok(out)
+                    }
+                    Err(e) => {
+                        tx.rollback().await?;
+                        Err(e)
+                    }
+                }
             }
             .await;
             if let Some(done) = $crate::tx::after_try(result, tries, $retry).await {

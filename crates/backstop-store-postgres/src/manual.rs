@@ -56,13 +56,34 @@ pub(crate) async fn redrive(db: &Db, p: &ManualParams) -> Result<Task, StoreErro
     apply(db, p, &REDRIVE).await
 }
 
+/// Runs one action in a transaction. An action the state machine refuses is rolled back here,
+/// at once: a dropped transaction is only rolled back when its connection is next used, and
+/// until then the row lock it took would make claims skip the task.
 async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, StoreError> {
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    match apply_in(&mut tx, db, p, action).await {
+        Ok(row) => {
+            tx.commit().await.map_err(db_err)?;
+            task(&row)
+        }
+        Err(e) => {
+            tx.rollback().await.map_err(db_err)?;
+            Err(e)
+        }
+    }
+}
+
+async fn apply_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    db: &Db,
+    p: &ManualParams,
+    action: &Action,
+) -> Result<sqlx::postgres::PgRow, StoreError> {
     let id = Id(p.id);
     let now = Time(p.now);
-    let mut tx = db.pool.begin().await.map_err(db_err)?;
     let row = sqlx::query(db.schema.sql(LOCK))
         .bind(id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await
         .map_err(db_err)?
         .ok_or(StoreError::NotFound(p.id))?;
@@ -93,7 +114,7 @@ async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, Store
             .bind(col::<Option<i32>>(&row, "att_http_status")?)
             .bind(started.zip(ended).map(|(s, e)| duration_ms(s, e)))
             .bind(col::<Option<String>>(&row, "att_worker")?)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await
             .map_err(db_err)?;
     }
@@ -103,10 +124,10 @@ async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, Store
         .bind(now)
         .bind(&p.actor)
         .bind(&reason)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(db_err)?;
-    let row = if action.runs_again() {
+    if action.runs_again() {
         let budget = p
             .max_attempts
             .map_or_else(|| count(&row, "max_attempts"), Ok)?;
@@ -115,7 +136,7 @@ async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, Store
             .bind(to.as_str())
             .bind(now)
             .bind((i64::from(attempts) + i64::from(budget)).min(i64::from(u32::MAX)))
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await
     } else {
         sqlx::query(db.schema.sql(END_SQL))
@@ -123,10 +144,8 @@ async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, Store
             .bind(to.as_str())
             .bind(&reason)
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await
     }
-    .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)?;
-    task(&row)
+    .map_err(db_err)
 }

@@ -758,6 +758,31 @@ pub async fn resolve_and_cancel_follow_the_state_machine(store: S) {
     ));
 }
 
+/// A refused action locks its row before the state machine refuses it; the lock must be gone
+/// when the refusal is answered, or a claim made right after it (claims skip locked rows)
+/// would pass the task by. Repeated, because a lock left behind is released moments later.
+pub async fn a_refused_manual_action_leaves_the_task_claimable(store: S) {
+    for i in 0..40 {
+        let id = put(&*store, task("k", &format!("refused-{i}"), "{}")).await;
+        let refused = store
+            .retry(ManualParams {
+                id,
+                actor: "alice".into(),
+                reason: None,
+                max_attempts: None,
+                now: at(1),
+            })
+            .await;
+        assert!(matches!(refused, Err(StoreError::WrongStatus { .. })));
+        let claimed = claim(&*store, "k", "w", 10, at(2)).await;
+        assert_eq!(
+            claimed.iter().map(|c| c.id).collect::<Vec<_>>(),
+            [id],
+            "round {i}: the refused task is claimable at once"
+        );
+    }
+}
+
 pub async fn list_filters_and_paginates_newest_first(store: S) {
     let mut ids = Vec::new();
     for i in 0..7 {

@@ -52,6 +52,7 @@ macro_rules! conformance_suite {
             release_gives_leases_back,
             manual_retry_renews_the_budget_and_records_the_actor,
             resolve_and_cancel_follow_the_state_machine,
+            a_refused_manual_action_leaves_the_task_claimable,
             list_filters_and_paginates_newest_first,
             counts_cover_every_task_once,
             migrate_is_idempotent,
