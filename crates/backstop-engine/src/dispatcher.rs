@@ -5,6 +5,7 @@ use crate::engine::Shared;
 use crate::executor::Executor;
 use crate::inflight::Running;
 use crate::metrics::KindMetrics;
+use crate::pace::Pace;
 use backstop_core::KindConfig;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
@@ -25,12 +26,6 @@ pub(crate) struct KindRuntime {
     pub(crate) metrics: Arc<KindMetrics>,
 }
 
-/// Tasks leased ahead of the free slots, in rounds of the kind's concurrency. Measured with
-/// `backstop bench http` (push delivery, concurrency 32): 0 rounds 9.9k tasks/s, 1 round 14.6k,
-/// 2 rounds 18.8k, 4 rounds 23–25k, 8 rounds 25.7k. Four keeps most of the gain while a
-/// process holds few tasks that another process could have run.
-const AHEAD_ROUNDS: usize = 4;
-
 pub(crate) async fn run(
     shared: Arc<Shared>,
     kind: Arc<KindRuntime>,
@@ -39,12 +34,10 @@ pub(crate) async fn run(
 ) {
     let cfg = &kind.config;
     let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
-    // Tasks are leased ahead of free slots, so a slot that frees starts its next attempt at
-    // once instead of waiting for a claim's commit, and claims run beside deliveries in bigger
-    // batches. Waiting tasks are heartbeated like running ones, so their leases hold however
-    // long they wait.
-    let ahead = AHEAD_ROUNDS * cfg.concurrency;
-    let cap = cfg.concurrency + ahead;
+    // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`).
+    // Waiting tasks are heartbeated like running ones, so their leases hold however long they
+    // wait.
+    let mut pace = Pace::new(Instant::now());
     let batch = shared.opts.claim_batch.max(1);
     let mut ready: VecDeque<ClaimedTask> = VecDeque::new();
     let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
@@ -55,13 +48,18 @@ pub(crate) async fn run(
         if *stop.borrow() {
             break;
         }
+        let mut started = 0;
         while !ready.is_empty() {
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 break;
             };
             let task = ready.pop_front().expect("not empty");
             start(&shared, &kind, task, permit, done.clone());
+            started += 1;
         }
+        let now = Instant::now();
+        pace.started(started, now);
+        let cap = cfg.concurrency + pace.ahead(cfg.concurrency, now);
         let running = cfg.concurrency - slots.available_permits();
         let room = cap.saturating_sub(running + ready.len());
         // With nothing waiting, claim for the first free slot (low latency); with tasks
@@ -112,6 +110,7 @@ pub(crate) async fn run(
                 let p = p.expect("never closed");
                 if let Some(task) = ready.pop_front() {
                     start(&shared, &kind, task, p, done.clone());
+                    pace.started(1, Instant::now());
                 }
             }
             _ = tokio::time::sleep(shared.opts.poll_interval), if idle && claiming.is_none() => idle = false,

@@ -20,6 +20,7 @@ mod inflight;
 pub mod leader;
 pub mod lease_token;
 pub mod metrics;
+mod pace;
 pub mod pull;
 pub mod reconciler;
 mod retention;

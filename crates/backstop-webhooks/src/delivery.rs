@@ -5,11 +5,22 @@ use backstop_core::classify::{
     ResponseFacts, TransportFailure, classify_response, classify_transport,
 };
 use backstop_core::{AttemptReport, Outcome};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::Method;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use std::error::Error as _;
 use std::fmt::Write as _;
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
+
+// Header names checked once, at compile time, rather than parsed on every attempt.
+const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const BACKSTOP_KIND: HeaderName = HeaderName::from_static("backstop-kind");
+const BACKSTOP_KEY: HeaderName = HeaderName::from_static("backstop-key");
+const BACKSTOP_ATTEMPT: HeaderName = HeaderName::from_static("backstop-attempt");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// How long establishing a connection may take, independent of a delivery's own timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -79,13 +90,13 @@ impl DeliveryClient {
             Ok(h) => h,
             Err(e) => return Outcome::fail(e).into(),
         };
-        let request = self
-            .http
-            .post(d.url.clone())
-            .headers(headers)
-            .body(d.body.to_vec());
+        // The request is built whole rather than through a builder, whose `headers` merges
+        // every header into a map of its own (measured: about 2 % of push delivery's CPU).
+        let mut request = reqwest::Request::new(Method::POST, d.url.clone());
+        *request.headers_mut() = headers;
+        *request.body_mut() = Some(d.body.to_vec().into());
 
-        let response = match timeout_at(deadline, request.send()).await {
+        let response = match timeout_at(deadline, self.http.execute(request)).await {
             Err(_) => return classify_transport(TransportFailure::Timeout, "no response").into(),
             Ok(Err(e)) => return transport_report(e),
             Ok(Ok(r)) => r,
@@ -114,21 +125,22 @@ fn build_headers(d: &Delivery<'_>, timestamp: i64) -> Result<HeaderMap, String> 
         HeaderValue::from_str(value).map_err(|_| format!("{name} is not a valid header value"))
     };
     let task_id = required("the task id", d.task_id)?;
-    let mut h = HeaderMap::new();
+    // Sized for every header an attempt can carry, so the map never grows.
+    let mut h = HeaderMap::with_capacity(12);
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert("webhook-id", task_id.clone());
-    h.insert("webhook-timestamp", HeaderValue::from(timestamp));
+    h.insert(WEBHOOK_ID, task_id.clone());
+    h.insert(WEBHOOK_TIMESTAMP, HeaderValue::from(timestamp));
     if let Some(signer) = d.signer {
         let sig = signer.sign(d.task_id, timestamp, d.body);
-        h.insert("webhook-signature", required("the signature", &sig)?);
+        h.insert(WEBHOOK_SIGNATURE, required("the signature", &sig)?);
     }
-    h.insert("idempotency-key", task_id);
-    h.insert("backstop-kind", required("the kind", d.kind)?);
-    h.insert("backstop-key", key_header(d.key));
-    h.insert("backstop-attempt", HeaderValue::from(d.attempt));
+    h.insert(IDEMPOTENCY_KEY, task_id);
+    h.insert(BACKSTOP_KIND, required("the kind", d.kind)?);
+    h.insert(BACKSTOP_KEY, key_header(d.key));
+    h.insert(BACKSTOP_ATTEMPT, HeaderValue::from(d.attempt));
     // Trace context is advisory: a malformed one is dropped rather than failing the task.
     if let Some(tp) = d.traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {
-        h.insert("traceparent", tp);
+        h.insert(TRACEPARENT, tp);
     }
     Ok(h)
 }

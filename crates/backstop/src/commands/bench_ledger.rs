@@ -463,7 +463,7 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
 }
 
 /// Tasks of `kind` still pending or running.
-async fn open_tasks(store: &dyn Store, kind: &str) -> Result<u64> {
+pub(crate) async fn open_tasks(store: &dyn Store, kind: &str) -> Result<u64> {
     let now = jiff::Timestamp::now();
     let backlog = store
         .backlog(BacklogParams {
