@@ -6,7 +6,9 @@
 //! 2. single enqueue: `POST /v1/tasks`, the same client and concurrency;
 //! 3. batched enqueue: `POST /v1/tasks/batch`, next to the same batch bodies POSTed raw;
 //! 4. push delivery: tasks of an HTTP push kind, signed, delivered by the running engine to
-//!    the no-op handler, next to a raw POST of the same payloads at the kind's concurrency.
+//!    the no-op handler, next to a raw POST of the same payloads at the kind's concurrency;
+//!    once with the tasks enqueued while the engine delivers them, once from a backlog
+//!    enqueued before an engine for that kind starts (delivery alone).
 
 use super::TempDir;
 use super::load::{self, Measured};
@@ -15,7 +17,9 @@ use crate::cli::HttpBenchArgs;
 use crate::commands::print_json;
 use anyhow::{Result, bail};
 use axum::body::Bytes;
-use backstop::{Engine, EnqueueRequest, KindConfig, Target, open_store};
+use backstop::{Engine, EnqueueRequest, KindConfig, Store, Target, TaskId, open_store};
+use backstop_core::store::EnqueueParams;
+use backstop_core::task::NewTask;
 use backstop_server::{AppState, Limits};
 use reqwest::StatusCode;
 use serde::Serialize;
@@ -27,6 +31,8 @@ use tokio::sync::watch;
 const ENQUEUE_KIND: &str = "bench.enqueue";
 /// Pushed by the engine to the no-op handler.
 const PUSH_KIND: &str = "bench.push";
+/// Pushed from a backlog enqueued before its engine starts: delivery alone.
+const BACKLOG_KIND: &str = "bench.push.backlog";
 /// The push kind's Standard Webhooks secret: every delivery is signed, as in production.
 const SECRET: &str = "whsec_YmVuY2gtc2lnbmluZy1zZWNyZXQ=";
 
@@ -44,6 +50,8 @@ struct Report {
     raw_push: Measured,
     push_tasks_per_s: f64,
     push_over_raw: f64,
+    backlog_push_tasks_per_s: f64,
+    backlog_push_over_raw: f64,
 }
 
 /// Runs the HTTP bench and prints its report.
@@ -76,13 +84,22 @@ pub async fn run(a: HttpBenchArgs) -> Result<()> {
     line("raw ceiling (batch body)", &r.raw_batch, r.batch);
     line("batched enqueue", &r.batched_enqueue, r.batch);
     line("raw ceiling (push body)", &r.raw_push, 1);
-    println!("push delivery: {:.0} tasks/s", r.push_tasks_per_s);
     println!(
-        "summary: of the raw ceiling, single enqueue {:.0} %, batched enqueue {:.0} %, push delivery {:.0} % (push/raw {:.2})",
+        "push delivery, enqueued alongside: {:.0} tasks/s",
+        r.push_tasks_per_s
+    );
+    println!(
+        "push delivery, from a backlog: {:.0} tasks/s",
+        r.backlog_push_tasks_per_s
+    );
+    println!(
+        "summary: of the raw ceiling, single enqueue {:.0} %, batched enqueue {:.0} %, push delivery {:.0} % enqueued alongside (push/raw {:.2}), {:.0} % from a backlog (push/raw {:.2})",
         100.0 * r.single_enqueue.requests_per_s / r.raw.requests_per_s,
         100.0 * r.batched_enqueue.requests_per_s / r.raw_batch.requests_per_s,
         100.0 * r.push_over_raw,
         r.push_over_raw,
+        100.0 * r.backlog_push_over_raw,
+        r.backlog_push_over_raw,
     );
     Ok(())
 }
@@ -160,6 +177,8 @@ async fn measure(url: &str, a: &HttpBenchArgs) -> Result<Report> {
     let raw_push =
         load::post_all(&client, &push_url, bodies(n, payload), c, StatusCode::OK, 1).await?;
     let push_tasks_per_s = push(&engine, &received, n, b).await?;
+    let backlog_push_tasks_per_s =
+        push_backlog(engine.store(), &received, target.url("/push"), c, n, b).await?;
 
     let _ = stop.send(true);
     runner.await?;
@@ -173,6 +192,8 @@ async fn measure(url: &str, a: &HttpBenchArgs) -> Result<Report> {
         durability: "full (WAL, synchronous=FULL)",
         push_signing: "Standard Webhooks (HMAC-SHA256 secret)",
         push_over_raw: push_tasks_per_s / raw_push.requests_per_s,
+        backlog_push_tasks_per_s,
+        backlog_push_over_raw: backlog_push_tasks_per_s / raw_push.requests_per_s,
         raw,
         single_enqueue,
         raw_batch,
@@ -215,6 +236,75 @@ async fn push(engine: &Engine, received: &Received, n: usize, batch: usize) -> R
     if c.succeeded as usize != n {
         bail!(
             "push deliveries did not all succeed: {} succeeded, {} failed, {} compensated",
+            c.succeeded,
+            c.failed,
+            c.compensated
+        );
+    }
+    Ok(n as f64 / took.as_secs_f64())
+}
+
+/// Enqueues `n` push tasks of a kind no running engine knows, then starts an engine with that
+/// kind alone; tasks/s from its start to the last outcome committed: delivery without
+/// enqueues beside it, as when a backlog drains.
+async fn push_backlog(
+    store: &Arc<dyn Store>,
+    received: &Received,
+    url: String,
+    concurrency: usize,
+    n: usize,
+    batch: usize,
+) -> Result<f64> {
+    let now = jiff::Timestamp::now();
+    for start in (0..n).step_by(batch) {
+        let tasks = (start..(start + batch).min(n))
+            .map(|i| NewTask {
+                id: TaskId::new(),
+                kind: BACKLOG_KIND.into(),
+                key: format!("backlog-{i}"),
+                payload: payload(i).into_bytes(),
+                max_attempts: 8,
+                run_at: now,
+                expires_at: None,
+                traceparent: None,
+            })
+            .collect();
+        store.enqueue(EnqueueParams { tasks, now }).await?;
+    }
+    let mut kind = KindConfig::new(
+        BACKLOG_KIND,
+        Target::HttpPush {
+            url,
+            secret: Some(SECRET.into()),
+        },
+    );
+    kind.concurrency = concurrency;
+    let engine = Engine::builder(store.clone()).kind(kind).build()?;
+    let before = received.get();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let t0 = Instant::now();
+    let runner = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        })
+    };
+    while received.get() - before < n
+        || super::ledger::open_tasks(&**store, BACKLOG_KIND).await? > 0
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let took = t0.elapsed();
+    let _ = stop.send(());
+    runner.await?;
+    let c = store.counts(Some(BACKLOG_KIND)).await?;
+    if c.succeeded as usize != n {
+        bail!(
+            "backlog deliveries did not all succeed: {} succeeded, {} failed, {} compensated",
             c.succeeded,
             c.failed,
             c.compensated
