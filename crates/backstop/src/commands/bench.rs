@@ -22,6 +22,26 @@ use crate::cli::{BenchArgs, BenchCommand};
 use anyhow::Result;
 use std::path::PathBuf;
 
+/// Runs `engine` on a task of its own until the returned sender fires (or is dropped); the
+/// handle ends when the engine has stopped.
+fn run_engine(
+    engine: &backstop::Engine,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let engine = engine.clone();
+    let runner = tokio::spawn(async move {
+        engine
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    (stop, runner)
+}
+
 /// Runs the chosen bench, on a fresh temporary SQLite file unless the ledger bench is given
 /// a server with `--database` on the command line (`database`: the flag's value).
 pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<()> {

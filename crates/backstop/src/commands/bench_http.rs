@@ -281,18 +281,8 @@ async fn push_backlog(
     kind.concurrency = concurrency;
     let engine = Engine::builder(store.clone()).kind(kind).build()?;
     let before = received.get();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let t0 = Instant::now();
-    let runner = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            engine
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-        })
-    };
+    let (stop, runner) = super::run_engine(&engine);
     while received.get() - before < n
         || super::ledger::open_tasks(&**store, BACKLOG_KIND).await? > 0
     {

@@ -23,7 +23,7 @@ use sqlx::{AssertSqlSafe, Connection, MySqlConnection, PgConnection};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 const KIND: &str = "bench.noop";
 /// The kind of the prefilled finished tasks. The claim indexes of every store are partial or
@@ -389,17 +389,7 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
             ..Default::default()
         })
         .build()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let runner = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            engine
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-        })
-    };
+    let (stop, runner) = super::run_engine(&engine);
 
     let t0 = Instant::now();
     let mut next = 0;
