@@ -7,7 +7,8 @@
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
-use backstop_core::{StoreError, TaskId};
+use backstop_core::{NewTask, StoreError, TaskId};
+use jiff::Timestamp;
 use sqlx::Row;
 use sqlx::postgres::PgBindIterExt;
 use std::collections::HashSet;
@@ -18,11 +19,11 @@ const INSERT: &str = "
 INSERT INTO {schema}.tasks
     (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, created_at, updated_at)
 SELECT n.id, n.kind, n.key, n.payload, n.max_attempts, n.run_at, n.expires_at, n.traceparent,
-       $9, $9
+       n.created_at, n.created_at
 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::timestamptz[],
-            $7::timestamptz[], $8::text[])
+            $7::timestamptz[], $8::text[], $9::timestamptz[])
      WITH ORDINALITY AS n(id, kind, key, payload, max_attempts, run_at, expires_at, traceparent,
-                          ord)
+                          created_at, ord)
 ORDER BY n.ord
 ON CONFLICT (kind, key) DO NOTHING
 RETURNING id";
@@ -38,12 +39,21 @@ JOIN {schema}.tasks AS t ON t.kind = n.kind AND t.key = n.key";
 const DEADLOCK_RETRIES: usize = 5;
 
 pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueResult>, StoreError> {
-    if p.tasks.is_empty() {
+    enqueue_rows(db, &p.tasks, &vec![p.now; p.tasks.len()]).await
+}
+
+/// Enqueues `tasks`, each created at its entry of `created_at` (the group commit merges
+/// calls made at different moments).
+pub(crate) async fn enqueue_rows(
+    db: &Db,
+    tasks: &[NewTask],
+    created_at: &[Timestamp],
+) -> Result<Vec<EnqueueResult>, StoreError> {
+    if tasks.is_empty() {
         return Ok(Vec::new());
     }
-    let created = insert(db, p).await?;
-    let mut results: Vec<Option<EnqueueResult>> = p
-        .tasks
+    let created = insert(db, tasks, created_at).await?;
+    let mut results: Vec<Option<EnqueueResult>> = tasks
         .iter()
         .map(|t| {
             created
@@ -56,8 +66,8 @@ pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueRes
         .collect();
     if !taken.is_empty() {
         let rows = sqlx::query(db.schema.sql(EXISTING))
-            .bind(taken.iter().map(|i| p.tasks[*i].kind.as_str()).bind_iter())
-            .bind(taken.iter().map(|i| p.tasks[*i].key.as_str()).bind_iter())
+            .bind(taken.iter().map(|i| tasks[*i].kind.as_str()).bind_iter())
+            .bind(taken.iter().map(|i| tasks[*i].key.as_str()).bind_iter())
             .fetch_all(&db.pool)
             .await
             .map_err(db_err)?;
@@ -70,7 +80,7 @@ pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueRes
                 .and_then(|k| taken.get(k))
                 .copied()
                 .ok_or_else(|| StoreError::Database(format!("bad position {ord}")))?;
-            let t = &p.tasks[i];
+            let t = &tasks[i];
             results[i] = Some(if id == t.id {
                 // The same task sent again (a repeated request with the same id).
                 EnqueueResult::Created(id)
@@ -83,7 +93,7 @@ pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueRes
     }
     results
         .into_iter()
-        .zip(&p.tasks)
+        .zip(tasks)
         .map(|(r, t)| {
             r.ok_or_else(|| {
                 StoreError::Database(format!("enqueued task {}/{} has no row", t.kind, t.key))
@@ -92,10 +102,13 @@ pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueRes
         .collect()
 }
 
-async fn insert(db: &Db, p: &EnqueueParams) -> Result<HashSet<TaskId>, StoreError> {
+async fn insert(
+    db: &Db,
+    t: &[NewTask],
+    created_at: &[Timestamp],
+) -> Result<HashSet<TaskId>, StoreError> {
     let mut tries = 0;
     loop {
-        let t = &p.tasks;
         let res = sqlx::query_scalar::<_, Id>(db.schema.sql(INSERT))
             .bind(t.iter().map(|t| Id(t.id)).bind_iter())
             .bind(t.iter().map(|t| t.kind.as_str()).bind_iter())
@@ -105,7 +118,7 @@ async fn insert(db: &Db, p: &EnqueueParams) -> Result<HashSet<TaskId>, StoreErro
             .bind(t.iter().map(|t| Time(t.run_at)).bind_iter())
             .bind(t.iter().map(|t| t.expires_at.map(Time)).bind_iter())
             .bind(t.iter().map(|t| t.traceparent.as_deref()).bind_iter())
-            .bind(Time(p.now))
+            .bind(created_at.iter().map(|at| Time(*at)).bind_iter())
             .fetch_all(&db.pool)
             .await;
         match res {

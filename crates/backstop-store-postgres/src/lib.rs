@@ -19,6 +19,7 @@ mod connect;
 mod enqueue;
 mod entities;
 mod expire;
+mod group;
 mod leader;
 mod lease;
 mod listener;
@@ -47,6 +48,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct PostgresStore {
     db: Arc<Db>,
+    /// Gathers concurrent small enqueues into one statement (`group`).
+    committer: Arc<group::Committer>,
 }
 
 /// What every statement needs: the pool and the schema its SQL names.
@@ -72,8 +75,10 @@ impl PostgresStore {
     pub async fn connect(opts: PostgresOptions) -> Result<Self, StoreError> {
         let schema = Schema::new(&opts.schema)?;
         let pool = connect::open(&opts).await?;
+        let db = Arc::new(Db { pool, schema });
         Ok(PostgresStore {
-            db: Arc::new(Db { pool, schema }),
+            committer: Arc::new(group::Committer::start(db.clone())),
+            db,
         })
     }
 
@@ -110,7 +115,13 @@ impl Store for PostgresStore {
     }
 
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
-        Box::pin(async move { enqueue::enqueue(&self.db, &p).await })
+        Box::pin(async move {
+            if p.tasks.is_empty() || p.tasks.len() > group::SMALL {
+                enqueue::enqueue(&self.db, &p).await
+            } else {
+                self.committer.submit(p).await
+            }
+        })
     }
 
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {

@@ -170,6 +170,84 @@ pub async fn concurrent_enqueues_are_all_durable_and_distinct(store: S) {
     assert_eq!(store.counts(Some("conc")).await.unwrap().pending, 200);
 }
 
+/// Many callers enqueue one key at once (a store may merge concurrent calls into one
+/// statement): one task is created, every caller with the same payload is told `Existing`
+/// with its id, and every caller with another payload `Conflict`.
+pub async fn concurrent_enqueues_of_one_key_create_one_task(store: S) {
+    let mut handles = Vec::new();
+    for i in 0..40 {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let payload = if i % 4 == 3 { "{\"other\":1}" } else { "{}" };
+            let r = store
+                .enqueue(EnqueueParams {
+                    tasks: vec![task("same", "one-key", payload)],
+                    now: t0(),
+                })
+                .await
+                .unwrap();
+            (payload, r[0].clone())
+        }));
+    }
+    let mut answers = Vec::new();
+    for h in handles {
+        answers.push(h.await.unwrap());
+    }
+    let created: Vec<_> = answers
+        .iter()
+        .filter_map(|(p, r)| match r {
+            EnqueueResult::Created(id) => Some((*p, *id)),
+            _ => None,
+        })
+        .collect();
+    let [(winner, id)] = created[..] else {
+        panic!("exactly one caller creates the task: {answers:?}");
+    };
+    for (p, r) in &answers {
+        match r {
+            EnqueueResult::Created(_) => {}
+            EnqueueResult::Existing(e) => {
+                assert_eq!(
+                    (*p, *e),
+                    (winner, id),
+                    "existing means same payload, same task"
+                )
+            }
+            EnqueueResult::Conflict(c) => {
+                assert!(*p != winner && *c == id, "a conflict names the task: {r:?}")
+            }
+        }
+    }
+    assert_eq!(store.counts(Some("same")).await.unwrap().pending, 1);
+}
+
+/// Concurrent calls made at different moments each keep their own creation time, even when a
+/// store writes them together.
+pub async fn concurrent_enqueues_keep_each_creation_time(store: S) {
+    let mut handles = Vec::new();
+    for i in 0..30 {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let r = store
+                .enqueue(EnqueueParams {
+                    tasks: vec![task("when", &format!("w{i}"), "{}")],
+                    now: at(i),
+                })
+                .await
+                .unwrap();
+            match r[..] {
+                [EnqueueResult::Created(id)] => (i, id),
+                _ => panic!("expected created, got {r:?}"),
+            }
+        }));
+    }
+    for h in handles {
+        let (i, id) = h.await.unwrap();
+        let t = store.get(id).await.unwrap().expect("the task");
+        assert_eq!(t.created_at, at(i), "task w{i}");
+    }
+}
+
 pub async fn claim_leases_only_due_tasks_of_the_kind(store: S) {
     let due = put(&*store, task("k", "due", "{}")).await;
     let mut later = task("k", "later", "{}");

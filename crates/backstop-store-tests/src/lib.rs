@@ -39,6 +39,8 @@ macro_rules! conformance_suite {
             enqueue_different_payload_conflicts_and_changes_nothing,
             batch_enqueue_reports_each_item_in_order,
             concurrent_enqueues_are_all_durable_and_distinct,
+            concurrent_enqueues_of_one_key_create_one_task,
+            concurrent_enqueues_keep_each_creation_time,
             claim_leases_only_due_tasks_of_the_kind,
             claim_respects_the_limit_and_run_at_order,
             concurrent_claims_never_share_a_task,
