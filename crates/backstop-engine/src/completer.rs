@@ -3,17 +3,35 @@
 //! shutdown it is retried for the grace period only. Either way, outcomes that never reach
 //! the ledger leave their leases to expire, and the tasks are rescued and run again
 //! (at-least-once, same idempotency key).
+//!
+//! A dead letter is announced (log and `task.failed` alert) only once its outcome is written
+//! and counted: an outcome rejected as stale (its lease was lost and the task rescued) made
+//! no dead letter, whatever the attempt saw.
 
-use backstop_core::store::{CompleteParams, Completion};
-use backstop_core::{Clock, Store};
+use crate::engine::Shared;
+use backstop_core::store::{CompleteParams, Completion, LeaseRef};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
+/// An attempt's outcome on its way to the ledger.
+pub(crate) struct Finished {
+    pub(crate) completion: Completion,
+    /// Set when the outcome ends the task `failed`: announced once it is written.
+    pub(crate) dead_letter: Option<DeadLetter>,
+}
+
+/// What a new dead letter's announcement says.
+pub(crate) struct DeadLetter {
+    pub(crate) kind: String,
+    pub(crate) error: String,
+    pub(crate) reason: String,
+}
+
 pub(crate) async fn run(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    mut rx: mpsc::Receiver<Completion>,
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<Finished>,
     batch: usize,
     stop: watch::Receiver<bool>,
     grace: Duration,
@@ -24,15 +42,16 @@ pub(crate) async fn run(
         let mut wait = Duration::from_millis(50);
         loop {
             let p = CompleteParams {
-                completions: buf.clone(),
-                now: clock.now(),
+                completions: buf.iter().map(|f| f.completion.clone()).collect(),
+                now: shared.clock.now(),
             };
-            match store.complete(p).await {
+            match shared.store.complete(p).await {
                 Ok(r) => {
                     crate::metrics::stale(r.stale.len());
                     for s in &r.stale {
                         tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                     }
+                    announce(&shared, &buf, &r.stale);
                     break;
                 }
                 Err(e) => {
@@ -50,5 +69,22 @@ pub(crate) async fn run(
             }
         }
         buf.clear();
+    }
+}
+
+/// Announces the dead letters among outcomes just written, except those rejected as stale.
+fn announce(shared: &Shared, written: &[Finished], stale: &[LeaseRef]) {
+    let stale: HashSet<&LeaseRef> = stale.iter().collect();
+    for f in written {
+        let Some(d) = &f.dead_letter else { continue };
+        let lease = &f.completion.lease;
+        if stale.contains(lease) {
+            continue;
+        }
+        tracing::warn!(
+            task = %lease.id, kind = %d.kind, error = %d.error, reason = %d.reason,
+            "dead letter: the task failed and waits for a person (retry or resolve)"
+        );
+        crate::alerts::dead_letter(&shared.alerts, &d.kind, lease.id, &d.error, &d.reason);
     }
 }

@@ -1,6 +1,7 @@
 //! One dispatcher per kind: claims due tasks in batches, ahead of the concurrency limit, and
 //! runs each claimed task as its own attempt as slots free up.
 
+use crate::completer::{DeadLetter, Finished};
 use crate::engine::Shared;
 use crate::executor::Executor;
 use crate::inflight::Running;
@@ -29,7 +30,7 @@ pub(crate) struct KindRuntime {
 pub(crate) async fn run(
     shared: Arc<Shared>,
     kind: Arc<KindRuntime>,
-    done: mpsc::Sender<Completion>,
+    done: mpsc::Sender<Finished>,
     mut stop: watch::Receiver<bool>,
 ) {
     let cfg = &kind.config;
@@ -169,7 +170,7 @@ fn start(
     kind: &Arc<KindRuntime>,
     task: ClaimedTask,
     permit: OwnedSemaphorePermit,
-    done: mpsc::Sender<Completion>,
+    done: mpsc::Sender<Finished>,
 ) {
     let lease = LeaseRef {
         id: task.id,
@@ -220,16 +221,18 @@ fn start(
         kind.metrics
             .ended(completion.outcome, clock_start.elapsed());
         shared.alerts.attempt(&cfg.name, completion.outcome);
-        if completion.status == backstop_core::Status::Failed {
-            let error = completion.last_error.as_deref().unwrap_or("");
-            let reason = completion.reason.as_deref().unwrap_or("");
-            tracing::warn!(
-                task = %lease.id, kind = %cfg.name, error, reason,
-                "dead letter: the task failed and waits for a person (retry or resolve)"
-            );
-            crate::alerts::dead_letter(&shared.alerts, &cfg.name, lease.id, error, reason);
-        }
-        if done.send(completion).await.is_err() {
+        // Announced by the completer once written (a stale outcome makes no dead letter).
+        let dead_letter =
+            (completion.status == backstop_core::Status::Failed).then(|| DeadLetter {
+                kind: cfg.name.clone(),
+                error: completion.last_error.clone().unwrap_or_default(),
+                reason: completion.reason.clone().unwrap_or_default(),
+            });
+        let finished = Finished {
+            completion,
+            dead_letter,
+        };
+        if done.send(finished).await.is_err() {
             tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
         }
         shared.inflight.remove(&lease);

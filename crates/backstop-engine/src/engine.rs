@@ -441,8 +441,7 @@ impl Engine {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (done_tx, done_rx) = mpsc::channel(shared.opts.complete_batch * 8);
         let completer = tokio::spawn(completer::run(
-            shared.store.clone(),
-            shared.clock.clone(),
+            shared.clone(),
             done_rx,
             shared.opts.complete_batch,
             stop_rx.clone(),

@@ -208,3 +208,125 @@ async fn a_stalled_reconciler_is_noticed_by_a_process_that_does_not_lead() {
     stop.send(()).unwrap();
     run.await.unwrap();
 }
+
+/// An attempt that fails after its lease was lost (the task was rescued meanwhile) made no
+/// dead letter: its outcome is rejected as stale and no `task.failed` is raised for it, while
+/// a task that really fails beside it is announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_rejected_as_stale_raises_no_dead_letter_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&dir.path().join("t.db").display().to_string())
+            .await
+            .unwrap(),
+    );
+    let (url, got) = sink(Arc::new(AtomicBool::new(false))).await;
+    let mut slow = KindConfig::new("charge.slow", Target::InProcess);
+    slow.max_attempts = 1;
+    let mut plain = KindConfig::new("charge.plain", Target::InProcess);
+    plain.max_attempts = 1;
+    let started = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (s2, r2) = (started.clone(), release.clone());
+    let engine = Engine::builder(store.clone())
+        .kind(slow)
+        .kind(plain)
+        .handler(
+            "charge.slow",
+            handler(move |_| {
+                let (started, release) = (s2.clone(), r2.clone());
+                async move {
+                    started.store(true, Ordering::SeqCst);
+                    release.notified().await;
+                    Outcome::fail("HTTP 402: card declined")
+                }
+            }),
+        )
+        .handler(
+            "charge.plain",
+            handler(|_| async { Outcome::fail("HTTP 402: card declined") }),
+        )
+        .alerts(AlertOptions {
+            sinks: vec![AlertSink {
+                name: "ops".into(),
+                url,
+                format: AlertFormat::Generic,
+                events: vec![AlertName::TaskFailed],
+                secret: None,
+            }],
+            window: Duration::from_millis(200),
+            failure_rate: None,
+        })
+        .options(EngineOptions {
+            poll_interval: Duration::from_millis(20),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    let enqueue = |kind: &str| EnqueueRequest {
+        kind: kind.into(),
+        key: "order-7".into(),
+        payload: b"{}".to_vec(),
+        ..Default::default()
+    };
+    let stale_id = engine.enqueue(enqueue("charge.slow")).await.unwrap().id;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !started.load(Ordering::SeqCst) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(started.load(Ordering::SeqCst), "the slow attempt started");
+    // The lease is lost while the attempt runs: rescued as if it had expired (its one attempt
+    // spent, the rescue makes it the dead letter).
+    let rescued = store
+        .rescue(backstop_core::store::RescueParams {
+            now: jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(rescued.len(), 1);
+    release.notify_one();
+    let plain_id = engine.enqueue(enqueue("charge.plain")).await.unwrap().id;
+    // The late outcome reaches the ledger as a stale completion.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tl = store.timeline(stale_id).await.unwrap();
+        if tl
+            .iter()
+            .any(|e| e.kind == backstop_core::EventType::StaleCompletion)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no stale completion: {tl:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Several alert windows later, only the real dead letter was announced.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&got.lock().unwrap(), "task.failed") < 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let got = got.lock().unwrap().clone();
+    assert_eq!(count(&got, "task.failed"), 1, "{got:#?}");
+    let tasks: Vec<String> = got
+        .iter()
+        .flat_map(|b| b["alerts"].as_array().unwrap().clone())
+        .flat_map(|g| g["tasks"].as_array().unwrap().clone())
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tasks, [plain_id.to_string()]);
+    assert_eq!(
+        store.get(plain_id).await.unwrap().unwrap().status,
+        Status::Failed
+    );
+    stop.send(()).unwrap();
+    run.await.unwrap();
+}
