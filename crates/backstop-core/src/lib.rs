@@ -13,6 +13,7 @@ pub mod decide;
 pub mod duration;
 pub mod entity;
 pub mod event;
+pub mod group_commit;
 pub mod idempotency;
 pub mod kind;
 pub mod machine;

@@ -38,6 +38,39 @@ async fn sink(down: Arc<AtomicBool>) -> (String, Arc<Mutex<Vec<serde_json::Value
     (url, got)
 }
 
+/// A `task.failed` sink named `ops` at `url`, aggregating per `window`.
+fn task_failed_to(url: String, window: Duration) -> AlertOptions {
+    AlertOptions {
+        sinks: vec![AlertSink {
+            name: "ops".into(),
+            url,
+            format: AlertFormat::Generic,
+            events: vec![AlertName::TaskFailed],
+            secret: None,
+        }],
+        window,
+        failure_rate: None,
+    }
+}
+
+/// Runs `engine` until the returned sender fires.
+fn run_engine(
+    engine: &Engine,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    (stop, run)
+}
+
 fn count(got: &[serde_json::Value], event: &str) -> u64 {
     got.iter()
         .flat_map(|b| b["alerts"].as_array().unwrap().clone())
@@ -58,17 +91,7 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
     let (url, got) = sink(down.clone()).await;
     let mut bad = KindConfig::new("refund.create", Target::InProcess);
     bad.max_attempts = 1;
-    let alerts = AlertOptions {
-        sinks: vec![AlertSink {
-            name: "ops".into(),
-            url,
-            format: AlertFormat::Generic,
-            events: vec![AlertName::TaskFailed],
-            secret: None,
-        }],
-        window: Duration::from_millis(300),
-        failure_rate: None,
-    };
+    let alerts = task_failed_to(url, Duration::from_millis(300));
     let engine = Engine::builder(store.clone())
         .kind(bad)
         .handler(
@@ -82,14 +105,7 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
         })
         .build()
         .unwrap();
-    let e = engine.clone();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(async move {
-        e.run(async {
-            let _ = rx.await;
-        })
-        .await
-    });
+    let (stop, run) = run_engine(&engine);
     let reqs = (0..12)
         .map(|i| EnqueueRequest {
             kind: "refund.create".into(),
@@ -188,14 +204,7 @@ async fn a_stalled_reconciler_is_noticed_by_a_process_that_does_not_lead() {
         })
         .build()
         .unwrap();
-    let e = engine.clone();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(async move {
-        e.run(async {
-            let _ = rx.await;
-        })
-        .await
-    });
+    let (stop, run) = run_engine(&engine);
     let deadline = Instant::now() + Duration::from_secs(10);
     while got.lock().unwrap().is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -246,31 +255,14 @@ async fn a_failure_rejected_as_stale_raises_no_dead_letter_alert() {
             "charge.plain",
             handler(|_| async { Outcome::fail("HTTP 402: card declined") }),
         )
-        .alerts(AlertOptions {
-            sinks: vec![AlertSink {
-                name: "ops".into(),
-                url,
-                format: AlertFormat::Generic,
-                events: vec![AlertName::TaskFailed],
-                secret: None,
-            }],
-            window: Duration::from_millis(200),
-            failure_rate: None,
-        })
+        .alerts(task_failed_to(url, Duration::from_millis(200)))
         .options(EngineOptions {
             poll_interval: Duration::from_millis(20),
             ..Default::default()
         })
         .build()
         .unwrap();
-    let e = engine.clone();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(async move {
-        e.run(async {
-            let _ = rx.await;
-        })
-        .await
-    });
+    let (stop, run) = run_engine(&engine);
     let enqueue = |kind: &str| EnqueueRequest {
         kind: kind.into(),
         key: "order-7".into(),

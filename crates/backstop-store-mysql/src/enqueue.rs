@@ -17,6 +17,7 @@ use crate::tx::{Fail, Retry, db_err, transaction, worth_another_try};
 use backstop_core::idempotency::same_payload;
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, StoreError, TaskId};
+use jiff::Timestamp;
 use sqlx::MySqlConnection;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -38,15 +39,40 @@ const PAIR: &str = "(kind = ? AND `key` = ?)";
 /// What the batch knows of one `(kind, key)`: the task's id and payload.
 type Known<'a> = HashMap<(String, String), (TaskId, Cow<'a, [u8]>)>;
 
+/// A task to insert, with its creation time (epoch milliseconds).
+#[derive(Clone, Copy)]
+struct Row<'a> {
+    task: &'a NewTask,
+    created_at: i64,
+}
+
 pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueResult>, StoreError> {
-    if p.tasks.is_empty() {
+    enqueue_rows(db, &p.tasks, &vec![p.now; p.tasks.len()]).await
+}
+
+/// Enqueues `tasks`, each created at its entry of `created_at` (the group commit merges
+/// calls made at different moments).
+pub(crate) async fn enqueue_rows(
+    db: &Db,
+    tasks: &[NewTask],
+    created_at: &[Timestamp],
+) -> Result<Vec<EnqueueResult>, StoreError> {
+    if tasks.is_empty() {
         return Ok(Vec::new());
     }
-    if let Some(results) = insert_all_new(db, p).await? {
+    let rows: Vec<Row<'_>> = tasks
+        .iter()
+        .zip(created_at)
+        .map(|(task, at)| Row {
+            task,
+            created_at: to_ms(*at),
+        })
+        .collect();
+    if let Some(results) = insert_all_new(db, &rows).await? {
         return Ok(results);
     }
     transaction!(db, Retry::LocksAndDuplicates, |conn| {
-        enqueue_once(db, conn, p).await
+        enqueue_once(db, conn, &rows).await
     })
 }
 
@@ -56,29 +82,30 @@ pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueRes
 /// lock race): the caller looks before inserting, in a transaction.
 async fn insert_all_new(
     db: &Db,
-    p: &EnqueueParams,
+    rows: &[Row<'_>],
 ) -> Result<Option<Vec<EnqueueResult>>, StoreError> {
-    let tasks: Vec<&NewTask> = p.tasks.iter().collect();
-    let groups = by_size(&tasks);
+    let groups = by_size(rows);
     let [group] = groups.as_slice() else {
         return Ok(None);
     };
     if chunks(group, SHAPES).len() != 1 {
         return Ok(None);
     }
-    let mut pairs: Vec<(&str, &str)> = tasks
+    let mut pairs: Vec<(&str, &str)> = rows
         .iter()
-        .map(|t| (t.kind.as_str(), t.key.as_str()))
+        .map(|r| (r.task.kind.as_str(), r.task.key.as_str()))
         .collect();
     pairs.sort_unstable();
     pairs.dedup();
-    if pairs.len() != tasks.len() {
+    if pairs.len() != rows.len() {
         return Ok(None);
     }
     let mut conn = db.pool.acquire().await.map_err(db_err)?;
-    match insert(db, &mut conn, &tasks, to_ms(p.now)).await {
+    match insert(db, &mut conn, rows).await {
         Ok(()) => Ok(Some(
-            tasks.iter().map(|t| EnqueueResult::Created(t.id)).collect(),
+            rows.iter()
+                .map(|r| EnqueueResult::Created(r.task.id))
+                .collect(),
         )),
         Err(Fail::Sql(e)) if worth_another_try(&e, Retry::LocksAndDuplicates) => Ok(None),
         Err(Fail::Sql(e)) => Err(db_err(e)),
@@ -86,15 +113,16 @@ async fn insert_all_new(
     }
 }
 
-async fn enqueue_once(
+async fn enqueue_once<'a>(
     db: &Db,
     conn: &mut MySqlConnection,
-    p: &EnqueueParams,
+    rows: &[Row<'a>],
 ) -> Result<Vec<EnqueueResult>, Fail> {
-    let mut known = existing(db, conn, &p.tasks).await?;
-    let mut results = Vec::with_capacity(p.tasks.len());
+    let mut known = existing(db, conn, rows).await?;
+    let mut results = Vec::with_capacity(rows.len());
     let mut new = Vec::new();
-    for t in &p.tasks {
+    for row in rows {
+        let t = row.task;
         let pair = (t.kind.clone(), t.key.clone());
         results.push(match known.get(&pair) {
             Some((id, _)) if *id == t.id => EnqueueResult::Created(*id),
@@ -104,12 +132,12 @@ async fn enqueue_once(
             Some((id, _)) => EnqueueResult::Conflict(*id),
             None => {
                 known.insert(pair, (t.id, Cow::Borrowed(&t.payload)));
-                new.push(t);
+                new.push(*row);
                 EnqueueResult::Created(t.id)
             }
         });
     }
-    insert(db, conn, &new, to_ms(p.now)).await?;
+    insert(db, conn, &new).await?;
     Ok(results)
 }
 
@@ -117,11 +145,11 @@ async fn enqueue_once(
 async fn existing<'a>(
     db: &Db,
     conn: &mut MySqlConnection,
-    tasks: &[NewTask],
+    rows: &[Row<'_>],
 ) -> Result<Known<'a>, Fail> {
-    let mut pairs: Vec<(&str, &str)> = tasks
+    let mut pairs: Vec<(&str, &str)> = rows
         .iter()
-        .map(|t| (t.kind.as_str(), t.key.as_str()))
+        .map(|r| (r.task.kind.as_str(), r.task.key.as_str()))
         .collect();
     pairs.sort_unstable();
     pairs.dedup();
@@ -145,17 +173,16 @@ async fn existing<'a>(
 }
 
 /// Inserts the new tasks, many rows per statement.
-async fn insert(
-    db: &Db,
-    conn: &mut MySqlConnection,
-    new: &[&NewTask],
-    now: i64,
-) -> Result<(), Fail> {
+async fn insert(db: &Db, conn: &mut MySqlConnection, new: &[Row<'_>]) -> Result<(), Fail> {
     for group in by_size(new) {
         for chunk in chunks(group, SHAPES) {
             let sql = format!("{INSERT}{}", repeat(ROW, ", ", chunk.len()));
             let mut q = sqlx::query(db.tables.q(&sql));
-            for t in chunk {
+            for &Row {
+                task: t,
+                created_at,
+            } in chunk
+            {
                 q = q
                     .bind(id_bytes(&t.id))
                     .bind(t.kind.as_str())
@@ -165,8 +192,8 @@ async fn insert(
                     .bind(to_ms(t.run_at))
                     .bind(t.expires_at.map(to_ms))
                     .bind(t.traceparent.as_deref())
-                    .bind(now)
-                    .bind(now);
+                    .bind(created_at)
+                    .bind(created_at);
             }
             q.execute(&mut *conn).await?;
         }
@@ -176,11 +203,11 @@ async fn insert(
 
 /// Consecutive runs of tasks whose payloads together stay within [`MAX_STATEMENT_BYTES`]
 /// (a run holds at least one task, however large).
-fn by_size<'a, 'b>(tasks: &'b [&'a NewTask]) -> Vec<&'b [&'a NewTask]> {
+fn by_size<'a, 'b>(tasks: &'b [Row<'a>]) -> Vec<&'b [Row<'a>]> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
-    for (i, t) in tasks.iter().enumerate() {
-        let size = t.payload.len() + t.key.len() + 64;
+    for (i, r) in tasks.iter().enumerate() {
+        let size = r.task.payload.len() + r.task.key.len() + 64;
         if i > start && bytes + size > MAX_STATEMENT_BYTES {
             out.push(&tasks[start..i]);
             (start, bytes) = (i, 0);
@@ -210,8 +237,14 @@ mod tests {
             traceparent: None,
         };
         let tasks: Vec<NewTask> = vec![big(3 << 20), big(3 << 20), big(10), big(9 << 20)];
-        let refs: Vec<&NewTask> = tasks.iter().collect();
-        let groups = by_size(&refs);
+        let rows: Vec<Row<'_>> = tasks
+            .iter()
+            .map(|task| Row {
+                task,
+                created_at: 0,
+            })
+            .collect();
+        let groups = by_size(&rows);
         assert_eq!(
             groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
             vec![1, 2, 1]

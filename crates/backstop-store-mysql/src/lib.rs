@@ -38,6 +38,7 @@ mod watch;
 pub use connect::{DEFAULT_MAX_CONNECTIONS, MysqlOptions};
 pub use tables::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 
+use backstop_core::group_commit::{self, GroupCommit};
 use backstop_core::store::*;
 use backstop_core::{
     CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
@@ -51,6 +52,8 @@ use tables::Tables;
 #[derive(Clone)]
 pub struct MysqlStore {
     db: Arc<Db>,
+    /// Gathers concurrent small enqueues into one batch.
+    committer: Arc<GroupCommit>,
 }
 
 /// What every statement needs: the pool and the names of the tables.
@@ -76,8 +79,23 @@ impl MysqlStore {
     pub async fn connect(opts: MysqlOptions) -> Result<Self, StoreError> {
         let tables = Tables::new(&opts.prefix)?;
         let pool = connect::open(&opts).await?;
+        let db = Arc::new(Db { pool, tables });
+        let writer = db.clone();
+        let (committer, run) = GroupCommit::new(move |tasks, created_at| {
+            let db = writer.clone();
+            // A task of its own per group, so that groups in flight use both cores.
+            let write =
+                tokio::spawn(async move { enqueue::enqueue_rows(&db, &tasks, &created_at).await });
+            async move {
+                write
+                    .await
+                    .map_err(|e| StoreError::Database(format!("group commit: {e}")))?
+            }
+        });
+        tokio::spawn(run);
         Ok(MysqlStore {
-            db: Arc::new(Db { pool, tables }),
+            committer: Arc::new(committer),
+            db,
         })
     }
 
@@ -103,7 +121,13 @@ impl Store for MysqlStore {
     }
 
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
-        Box::pin(async move { enqueue::enqueue(&self.db, &p).await })
+        Box::pin(async move {
+            if p.tasks.is_empty() || p.tasks.len() > group_commit::SMALL {
+                enqueue::enqueue(&self.db, &p).await
+            } else {
+                self.committer.submit(p).await
+            }
+        })
     }
 
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {

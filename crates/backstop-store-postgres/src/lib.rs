@@ -19,7 +19,6 @@ mod connect;
 mod enqueue;
 mod entities;
 mod expire;
-mod group;
 mod leader;
 mod lease;
 mod listener;
@@ -35,6 +34,7 @@ mod watch;
 
 pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
 
+use backstop_core::group_commit::{self, GroupCommit};
 use backstop_core::store::*;
 use backstop_core::{
     CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
@@ -48,8 +48,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct PostgresStore {
     db: Arc<Db>,
-    /// Gathers concurrent small enqueues into one statement (`group`).
-    committer: Arc<group::Committer>,
+    /// Gathers concurrent small enqueues into one statement.
+    committer: Arc<GroupCommit>,
 }
 
 /// What every statement needs: the pool and the schema its SQL names.
@@ -76,8 +76,21 @@ impl PostgresStore {
         let schema = Schema::new(&opts.schema)?;
         let pool = connect::open(&opts).await?;
         let db = Arc::new(Db { pool, schema });
+        let writer = db.clone();
+        let (committer, run) = GroupCommit::new(move |tasks, created_at| {
+            let db = writer.clone();
+            // A task of its own per group, so that groups in flight use both cores.
+            let write =
+                tokio::spawn(async move { enqueue::enqueue_rows(&db, &tasks, &created_at).await });
+            async move {
+                write
+                    .await
+                    .map_err(|e| StoreError::Database(format!("group commit: {e}")))?
+            }
+        });
+        tokio::spawn(run);
         Ok(PostgresStore {
-            committer: Arc::new(group::Committer::start(db.clone())),
+            committer: Arc::new(committer),
             db,
         })
     }
@@ -116,7 +129,7 @@ impl Store for PostgresStore {
 
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
         Box::pin(async move {
-            if p.tasks.is_empty() || p.tasks.len() > group::SMALL {
+            if p.tasks.is_empty() || p.tasks.len() > group_commit::SMALL {
                 enqueue::enqueue(&self.db, &p).await
             } else {
                 self.committer.submit(p).await
