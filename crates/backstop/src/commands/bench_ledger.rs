@@ -162,6 +162,21 @@ impl Place {
         Ok(MySqlConnection::connect(&opts.url).await?)
     }
 
+    /// Runs `measure` in a fresh place for `database` (see [`Place::new`]), then drops what
+    /// it made, whether the measurement worked or not.
+    pub(super) async fn measure_in<R>(
+        database: Option<&str>,
+        measure: impl AsyncFnOnce(&Place) -> Result<R>,
+    ) -> Result<R> {
+        let place = Place::new(database)?;
+        let r = measure(&place).await;
+        place
+            .drop_all()
+            .await
+            .context("dropping the bench's tables")?;
+        r
+    }
+
     /// Drops the schema or the prefixed tables the bench made.
     pub(super) async fn drop_all(&self) -> Result<()> {
         match self {

@@ -5,7 +5,7 @@
 
 use super::ledger::{Place, prefill};
 use crate::cli::ReconcilerBenchArgs;
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use backstop::open_store;
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::task::NewTask;
@@ -33,13 +33,7 @@ pub async fn run(a: ReconcilerBenchArgs, database: Option<String>) -> Result<()>
     if a.passes == 0 {
         bail!("--passes must be at least 1");
     }
-    let place = Place::new(database.as_deref())?;
-    let r = measure(&place, &a).await;
-    place
-        .drop_all()
-        .await
-        .context("dropping the bench's tables")?;
-    let r = r?;
+    let r = Place::measure_in(database.as_deref(), async |place| measure(place, &a).await).await?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());

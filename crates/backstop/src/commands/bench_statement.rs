@@ -38,13 +38,7 @@ pub async fn run(a: StatementBenchArgs, database: Option<String>) -> Result<()> 
     if a.rows == 0 {
         bail!("--rows must be at least 1");
     }
-    let place = Place::new(database.as_deref())?;
-    let r = measure(&place, &a).await;
-    place
-        .drop_all()
-        .await
-        .context("dropping the bench's tables")?;
-    let r = r?;
+    let r = Place::measure_in(database.as_deref(), async |place| measure(place, &a).await).await?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());
