@@ -718,19 +718,8 @@ pub async fn manual_retry_renews_the_budget_and_records_the_actor(store: S) {
     assert_eq!(t.status, Status::Pending);
     assert_eq!(t.run_at, at(5));
     assert!(t.max_attempts > t.attempts, "the attempt budget is renewed");
-    let c = claim(&*store, "k", "w1", 1, at(5)).await.remove(0);
+    let c = succeed_next(&*store, "k", at(5), at(6), at(6)).await;
     assert_eq!(c.attempt, 2);
-    complete(
-        &*store,
-        vec![completion(
-            &c,
-            Status::Succeeded,
-            AttemptOutcome::Succeeded,
-            at(6),
-        )],
-        at(6),
-    )
-    .await;
     let tl = store.timeline(id).await.unwrap();
     let kinds: Vec<_> = tl.iter().map(|e| e.kind).collect();
     assert_eq!(

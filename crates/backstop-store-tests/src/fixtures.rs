@@ -100,3 +100,18 @@ pub async fn complete(
         .await
         .expect("complete")
 }
+
+/// Claims the next task of `kind` for `w1` at `claimed_at` and writes its success: an attempt
+/// started at `started_at`, written at `written_at`. Returns the claimed task.
+pub async fn succeed_next(
+    store: &dyn Store,
+    kind: &str,
+    claimed_at: Timestamp,
+    started_at: Timestamp,
+    written_at: Timestamp,
+) -> ClaimedTask {
+    let c = claim(store, kind, "w1", 1, claimed_at).await.remove(0);
+    let done = completion(&c, Status::Succeeded, AttemptOutcome::Succeeded, started_at);
+    complete(store, vec![done], written_at).await;
+    c
+}

@@ -38,18 +38,7 @@ pub async fn tasks_are_looked_up_by_many_keys_at_once(store: S) {
 
 pub async fn a_succeeded_task_is_redriven_with_the_run_on_its_timeline(store: S) {
     let id = put(&*store, task("sms", "order-1", "{}")).await;
-    let c = claim(&*store, "sms", "w1", 1, at(0)).await.remove(0);
-    complete(
-        &*store,
-        vec![completion(
-            &c,
-            Status::Succeeded,
-            AttemptOutcome::Succeeded,
-            at(0),
-        )],
-        at(1),
-    )
-    .await;
+    succeed_next(&*store, "sms", at(0), at(0), at(1)).await;
     let params = |id| ManualParams {
         id,
         actor: "reconcile:run-1".into(),
@@ -133,18 +122,7 @@ pub async fn scans_walk_one_kind_and_status_in_id_order(store: S) {
     let mut done = Vec::new();
     for i in 0..5 {
         let id = put(&*store, task("sms", &format!("k{i}"), "{}")).await;
-        let c = claim(&*store, "sms", "w1", 1, at(0)).await.remove(0);
-        complete(
-            &*store,
-            vec![completion(
-                &c,
-                Status::Succeeded,
-                AttemptOutcome::Succeeded,
-                at(0),
-            )],
-            at(1),
-        )
-        .await;
+        succeed_next(&*store, "sms", at(0), at(0), at(1)).await;
         done.push(id);
     }
     put(&*store, task("sms", "waiting", "{}")).await;

@@ -69,19 +69,8 @@ pub async fn backlog_counts_pending_due_overdue_and_running_per_kind(store: S) {
     put(&*store, task("b", "running", "{}")).await;
     claim(&*store, "b", "w1", 1, at(0)).await;
     let done = put(&*store, task("c", "done", "{}")).await;
-    let c = claim(&*store, "c", "w1", 1, at(0)).await.remove(0);
+    let c = succeed_next(&*store, "c", at(0), at(0), at(1)).await;
     assert_eq!(c.id, done);
-    complete(
-        &*store,
-        vec![completion(
-            &c,
-            Status::Succeeded,
-            AttemptOutcome::Succeeded,
-            at(0),
-        )],
-        at(1),
-    )
-    .await;
     let b = store
         .backlog(BacklogParams {
             now: at(60),
@@ -139,18 +128,7 @@ pub async fn a_ledger_driven_through_every_transition_audits_clean(store: S) {
     r.run_at = Some(at(1));
     r.last_error = Some("503".into());
     complete(s, vec![r], at(0)).await;
-    let c = claim(s, "k", "w1", 1, at(2)).await.remove(0);
-    complete(
-        s,
-        vec![completion(
-            &c,
-            Status::Succeeded,
-            AttemptOutcome::Succeeded,
-            at(2),
-        )],
-        at(2),
-    )
-    .await;
+    succeed_next(s, "k", at(2), at(2), at(2)).await;
     // failed, permanent
     put(s, task("k", "failed", "{}")).await;
     let c = claim(s, "k", "w1", 1, at(3)).await.remove(0);
