@@ -14,7 +14,7 @@ use std::fmt;
 pub enum DriftRule {
     /// `running` without a lease owner and expiry, so nobody would ever rescue it.
     RunningWithoutLease,
-    /// A lease on a task that is not `running`.
+    /// A lease on a finished task (a `pending` task may be held: leased ahead, not started).
     LeaseOnIdleTask,
     /// `succeeded` whose last attempt did not succeed.
     SucceededWithoutSuccess,
@@ -26,6 +26,11 @@ pub enum DriftRule {
     AttemptsMismatch,
     /// The timeline does not start with the task's creation.
     MissingCreation,
+    /// A held task (pending with a lease owner) without a lease expiry: nobody else could
+    /// ever claim it.
+    HeldWithoutExpiry,
+    /// More attempts started than the task's budget allows.
+    AttemptsOverBudget,
 }
 
 impl DriftRule {
@@ -39,6 +44,8 @@ impl DriftRule {
             DriftRule::CompensatedWithoutReason => "compensated_without_reason",
             DriftRule::AttemptsMismatch => "attempts_mismatch",
             DriftRule::MissingCreation => "missing_creation",
+            DriftRule::HeldWithoutExpiry => "held_without_expiry",
+            DriftRule::AttemptsOverBudget => "attempts_over_budget",
         }
     }
 }
@@ -76,14 +83,31 @@ pub fn audit(task: &Task, timeline: &[Event]) -> Vec<Drift> {
             DriftRule::RunningWithoutLease,
             "running, but no lease owner or lease expiry is recorded".into(),
         ),
-        s if s != Status::Running && leased => drift(
+        s if s.is_final() && leased => drift(
             DriftRule::LeaseOnIdleTask,
             format!(
                 "{s}, but a lease is recorded (owner {})",
                 task.lease_owner.as_deref().unwrap_or("none")
             ),
         ),
+        Status::Pending if leased && task.lease_until.is_none() => drift(
+            DriftRule::HeldWithoutExpiry,
+            format!(
+                "held by {}, but no lease expiry is recorded",
+                task.lease_owner.as_deref().unwrap_or("none")
+            ),
+        ),
         _ => {}
+    }
+    // 0 is an outbox row not claimed yet: the kind's budget comes with its first claim.
+    if task.max_attempts > 0 && task.attempts > task.max_attempts {
+        drift(
+            DriftRule::AttemptsOverBudget,
+            format!(
+                "{} attempts started, over the budget of {}",
+                task.attempts, task.max_attempts
+            ),
+        );
     }
     if timeline.first().map(|e| e.kind) != Some(EventType::Created) {
         drift(

@@ -92,9 +92,40 @@ fn leases_belong_to_running_tasks_only() {
         rules(&task(Status::Running, 1), &tl),
         [DriftRule::RunningWithoutLease]
     );
-    let mut idle = task(Status::Pending, 0);
+    let mut idle = task(Status::Succeeded, 0);
     idle.lease_owner = Some("w1".into());
-    assert_eq!(rules(&idle, &tl[..1]), [DriftRule::LeaseOnIdleTask]);
+    let done = [
+        Event::new(EventType::Created, at()),
+        attempt(Some(AttemptOutcome::Succeeded)),
+    ];
+    idle.attempts = 1;
+    assert_eq!(rules(&idle, &done), [DriftRule::LeaseOnIdleTask]);
+}
+
+#[test]
+fn a_held_task_is_pending_with_a_lease_and_no_attempt() {
+    let tl = [Event::new(EventType::Created, at())];
+    let mut held = task(Status::Pending, 0);
+    held.lease_owner = Some("w1".into());
+    held.lease_until = Some(at());
+    assert!(held.is_held());
+    assert_eq!(rules(&held, &tl), []);
+    held.lease_until = None;
+    assert_eq!(rules(&held, &tl), [DriftRule::HeldWithoutExpiry]);
+}
+
+#[test]
+fn attempts_never_exceed_the_budget() {
+    let tl = [
+        Event::new(EventType::Created, at()),
+        attempt(Some(AttemptOutcome::Retry)),
+        attempt(Some(AttemptOutcome::Retry)),
+    ];
+    let mut t = task(Status::Pending, 2);
+    t.max_attempts = 1;
+    assert_eq!(rules(&t, &tl), [DriftRule::AttemptsOverBudget]);
+    t.max_attempts = 2;
+    assert_eq!(rules(&t, &tl), []);
 }
 
 #[test]

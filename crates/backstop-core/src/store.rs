@@ -76,11 +76,18 @@ impl EnqueueResult {
     }
 }
 
-/// Leases up to `limit` due tasks of one kind.
+/// Leases up to `limit` due tasks of one kind, oldest `run_at` first. The first `start` of
+/// them start their attempt now (`running`, `attempts` + 1); the rest are only **held**: they
+/// stay `pending`, leased to `owner` (the epoch moves on, so the lease is fenced) with `run_at`
+/// moved to the lease's end, so that nobody else claims them while the lease holds and they
+/// become due again by themselves if it lapses. A held task starts with [`Store::start`]; an
+/// attempt exists only once it starts.
 #[derive(Clone, Debug)]
 pub struct ClaimParams {
     pub kind: String,
     pub limit: usize,
+    /// How many of the claimed tasks start their attempt at once (the rest are held).
+    pub start: usize,
     pub owner: String,
     pub now: Timestamp,
     pub lease_until: Timestamp,
@@ -96,7 +103,8 @@ pub struct ClaimedTask {
     pub kind: String,
     pub key: String,
     pub payload: Vec<u8>,
-    /// The attempt number this claim started (1-based).
+    /// The attempt number this task runs (1-based): started by the claim when `started`,
+    /// otherwise the number [`Store::start`] will give it.
     pub attempt: u32,
     pub max_attempts: u32,
     pub epoch: i64,
@@ -104,6 +112,8 @@ pub struct ClaimedTask {
     pub expires_at: Option<Timestamp>,
     pub traceparent: Option<String>,
     pub created_at: Timestamp,
+    /// Whether the claim started the attempt (`running`); `false`: held, still `pending`.
+    pub started: bool,
 }
 
 /// The lease fence of one claimed task.
@@ -146,6 +156,26 @@ pub struct CompleteResult {
     pub stale: Vec<LeaseRef>,
 }
 
+/// One held task to start: its lease and the `run_at` it had when it was claimed (a hold moved
+/// `run_at` to the lease's end; starting puts it back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartTask {
+    pub lease: LeaseRef,
+    pub run_at: Timestamp,
+}
+
+/// Starts the attempts of held tasks: each still held by `owner` under its epoch becomes
+/// `running` with `attempts` + 1, its attempt started at `now`, its lease renewed to
+/// `lease_until`. Durable before the attempt runs, so an attempt is counted once it starts
+/// and never before.
+#[derive(Clone, Debug)]
+pub struct StartParams {
+    pub owner: String,
+    pub tasks: Vec<StartTask>,
+    pub lease_until: Timestamp,
+    pub now: Timestamp,
+}
+
 /// Extends the leases a worker holds.
 #[derive(Clone, Debug)]
 pub struct HeartbeatParams {
@@ -156,7 +186,8 @@ pub struct HeartbeatParams {
 }
 
 /// Puts back to pending (or failed, when attempts are spent) running tasks whose lease
-/// expired before `now`, at most `limit` of them.
+/// expired before `now`, at most `limit` of them. Held tasks need no rescue: their `run_at`
+/// is their lease's end, so they are due again when it lapses.
 #[derive(Clone, Debug)]
 pub struct RescueParams {
     pub now: Timestamp,
@@ -179,7 +210,9 @@ pub struct ExpireParams {
     pub limit: usize,
 }
 
-/// Gives back leases unfinished (graceful shutdown): the tasks run again promptly.
+/// Gives back leases unfinished (graceful shutdown): the tasks run again promptly. A held
+/// task goes back as it was, with no attempt; a running one has its attempt recorded as
+/// `interrupted` and goes back to pending, or to failed when its attempts are spent.
 #[derive(Clone, Debug)]
 pub struct ReleaseParams {
     pub leases: Vec<LeaseRef>,
@@ -549,14 +582,19 @@ pub trait Store: Send + Sync + 'static {
     /// Durable when it returns.
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>>;
 
-    /// Leases due pending tasks of one kind, oldest `run_at` first, incrementing `attempts`
-    /// and `epoch`.
+    /// Leases due pending tasks of one kind, oldest `run_at` first, incrementing `epoch`;
+    /// the first `start` of them start their attempt (`attempts` + 1), the rest are held.
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>>;
+
+    /// Starts the attempts of held tasks; returns those no longer held (their hold lapsed
+    /// and someone else claimed them, or they were canceled or expired): don't run those.
+    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>>;
 
     /// Records attempt outcomes, each only where its epoch still matches.
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>>;
 
-    /// Extends leases; returns those that were lost.
+    /// Extends leases, held or running (a held task's `run_at` follows its lease); returns
+    /// those that were lost.
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>>;
 
     /// Rescues tasks whose lease expired.

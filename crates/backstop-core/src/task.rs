@@ -130,6 +130,14 @@ pub struct Task {
     pub updated_at: Timestamp,
 }
 
+impl Task {
+    /// Held: leased ahead by a dispatcher but not started, so still `pending` (no attempt
+    /// counted); due again by itself when the lease lapses.
+    pub fn is_held(&self) -> bool {
+        self.status == Status::Pending && self.lease_owner.is_some()
+    }
+}
+
 /// A task to put in the ledger.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewTask {

@@ -18,8 +18,10 @@ pub enum Transition {
     Skip,
     /// The lease expired (worker crash); `attempts_left` picks pending or failed.
     Rescue { attempts_left: bool },
-    /// A worker gave the lease back unfinished (graceful shutdown).
-    Release,
+    /// A worker gave the lease of a running attempt back unfinished (graceful shutdown);
+    /// `attempts_left` picks pending or failed, as for a rescue. (A held task has no attempt
+    /// to give back: its release changes no status.)
+    Release { attempts_left: bool },
     /// A person or rule retries a dead letter or a compensated task.
     ManualRetry,
     /// A person resolves a dead letter with a reason.
@@ -58,7 +60,13 @@ pub fn transition(from: Status, t: Transition) -> Result<Status, InvalidTransiti
                 Failed
             }
         }
-        (Running, T::Release) => Pending,
+        (Running, T::Release { attempts_left }) => {
+            if attempts_left {
+                Pending
+            } else {
+                Failed
+            }
+        }
         (Failed | Compensated, T::ManualRetry) => Pending,
         (Failed, T::Resolve) => Compensated,
         (Pending, T::Cancel | T::Expire) => Compensated,
@@ -79,7 +87,7 @@ mod tests {
     use Status::*;
     use Transition as T;
 
-    const ALL_T: [Transition; 13] = [
+    const ALL_T: [Transition; 14] = [
         T::Claim,
         T::Succeed,
         T::Retry,
@@ -91,7 +99,12 @@ mod tests {
         T::Rescue {
             attempts_left: false,
         },
-        T::Release,
+        T::Release {
+            attempts_left: true,
+        },
+        T::Release {
+            attempts_left: false,
+        },
         T::ManualRetry,
         T::Resolve,
         T::Cancel,
@@ -121,7 +134,20 @@ mod tests {
                 },
                 Failed,
             ),
-            (Running, T::Release, Pending),
+            (
+                Running,
+                T::Release {
+                    attempts_left: true,
+                },
+                Pending,
+            ),
+            (
+                Running,
+                T::Release {
+                    attempts_left: false,
+                },
+                Failed,
+            ),
             (Failed, T::ManualRetry, Pending),
             (Compensated, T::ManualRetry, Pending),
             (Failed, T::Resolve, Compensated),
@@ -148,7 +174,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(refused, 5 * 13 - allowed.len());
+        assert_eq!(refused, 5 * 14 - allowed.len());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! One dispatcher per kind: claims due tasks in batches, ahead of the concurrency limit, and
-//! runs each claimed task as its own attempt as slots free up.
+//! runs each claimed task as its own attempt as slots free up. Tasks claimed ahead are only
+//! held; an attempt starts, and counts, when a slot takes its task.
 
 use crate::completer::{DeadLetter, Finished};
 use crate::engine::Shared;
@@ -11,7 +12,9 @@ use backstop_core::KindConfig;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
-use backstop_core::store::{ClaimParams, ClaimedTask, Completion, LeaseRef, ReleaseParams};
+use backstop_core::store::{
+    ClaimParams, ClaimedTask, Completion, LeaseRef, ReleaseParams, StartParams, StartTask,
+};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,6 +30,13 @@ pub(crate) struct KindRuntime {
     pub(crate) metrics: Arc<KindMetrics>,
 }
 
+/// Held tasks whose attempts are being started, with the slots they will run in, and the
+/// store's answer: the leases no longer held.
+type Starting = (
+    Vec<(ClaimedTask, OwnedSemaphorePermit)>,
+    Result<Vec<LeaseRef>, StoreError>,
+);
+
 pub(crate) async fn run(
     shared: Arc<Shared>,
     kind: Arc<KindRuntime>,
@@ -35,13 +45,15 @@ pub(crate) async fn run(
 ) {
     let cfg = &kind.config;
     let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
-    // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`).
-    // Waiting tasks are heartbeated like running ones, so their leases hold however long they
-    // wait.
+    // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`),
+    // and only held: their attempts start (and count) when a slot takes them, in batches
+    // (`starting`). A claim starts at once as many as there are free slots. Held tasks are
+    // heartbeated like running ones, so their holds last however long they wait.
     let mut pace = Pace::new(Instant::now());
     let batch = shared.opts.claim_batch.max(1);
     let mut ready: VecDeque<ClaimedTask> = VecDeque::new();
     let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
+    let mut starting: Option<JoinHandle<Starting>> = None;
     let mut asked = 0;
     // The last claim found less than it asked for: wait for an enqueue or the poll interval.
     let mut idle = false;
@@ -49,18 +61,10 @@ pub(crate) async fn run(
         if *stop.borrow() {
             break;
         }
-        let mut started = 0;
-        while !ready.is_empty() {
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                break;
-            };
-            let task = ready.pop_front().expect("not empty");
-            start(&shared, &kind, task, permit, done.clone());
-            started += 1;
+        if starting.is_none() && !ready.is_empty() {
+            starting = start_held(&shared, &kind, &slots, &mut ready);
         }
-        let now = Instant::now();
-        pace.started(started, now);
-        let cap = cfg.concurrency + pace.ahead(cfg.concurrency, now);
+        let cap = cfg.concurrency + pace.ahead(cfg.concurrency, Instant::now());
         let running = cfg.concurrency - slots.available_permits();
         let room = cap.saturating_sub(running + ready.len());
         // With nothing waiting, claim for the first free slot (low latency); with tasks
@@ -76,6 +80,12 @@ pub(crate) async fn run(
             let p = ClaimParams {
                 kind: cfg.name.clone(),
                 limit: asked,
+                // Free slots take the first claimed tasks at once; only held tasks wait.
+                start: if ready.is_empty() {
+                    slots.available_permits()
+                } else {
+                    0
+                },
                 owner: shared.owner.clone(),
                 now,
                 lease_until: add(now, cfg.lease),
@@ -91,10 +101,17 @@ pub(crate) async fn run(
                     Ok(Ok(tasks)) => {
                         idle = tasks.len() < asked;
                         let at = Instant::now();
-                        for t in &tasks {
-                            waiting(&shared, &kind, t, at);
+                        for t in tasks {
+                            waiting(&shared, &kind, &t, at);
+                            if t.started {
+                                // The claim counted its slot: one is free or about to be.
+                                let permit = slots.clone().acquire_owned().await.expect("never closed");
+                                start(&shared, &kind, t, permit, done.clone());
+                                pace.started(1, Instant::now());
+                            } else {
+                                ready.push_back(t);
+                            }
                         }
-                        ready.extend(tasks);
                     }
                     Ok(Err(e)) => {
                         tracing::error!(kind = %cfg.name, error = %e, "claim failed");
@@ -106,24 +123,38 @@ pub(crate) async fn run(
                     }
                 }
             }
-            // A slot freed: start a waiting task, or (none waiting) look for more work.
-            p = slots.clone().acquire_owned(), if !ready.is_empty() || room == 0 => {
-                let p = p.expect("never closed");
-                if let Some(task) = ready.pop_front() {
-                    start(&shared, &kind, task, p, done.clone());
-                    pace.started(1, Instant::now());
-                }
+            r = async { starting.as_mut().expect("guarded").await }, if starting.is_some() => {
+                starting = None;
+                let n = run_started(&shared, &kind, r, &done);
+                pace.started(n, Instant::now());
+            }
+            // A slot freed: start waiting tasks, or (none waiting) look for more work.
+            p = slots.clone().acquire_owned(), if (starting.is_none() && !ready.is_empty()) || room == 0 => {
+                drop(p);
             }
             _ = tokio::time::sleep(shared.opts.poll_interval), if idle && claiming.is_none() => idle = false,
             _ = kind.wake.notified(), if idle => idle = false,
             _ = stop.changed() => {}
         }
     }
-    // Stopping: nothing leased ahead may stay leased; give it back to run again promptly.
+    // Stopping: attempts already started run (the engine's grace covers them); nothing held
+    // may stay held: give it back, unstarted, to run again promptly.
+    if let Some(h) = starting {
+        run_started(&shared, &kind, h.await, &done);
+    }
     if let Some(h) = claiming
         && let Ok(Ok(tasks)) = h.await
     {
-        ready.extend(tasks);
+        let at = Instant::now();
+        for t in tasks {
+            waiting(&shared, &kind, &t, at);
+            if t.started {
+                let permit = slots.clone().acquire_owned().await.expect("never closed");
+                start(&shared, &kind, t, permit, done.clone());
+            } else {
+                ready.push_back(t);
+            }
+        }
     }
     if !ready.is_empty() {
         let leases: Vec<LeaseRef> = ready
@@ -145,9 +176,95 @@ pub(crate) async fn run(
             })
             .await;
         if let Err(e) = r {
-            tracing::error!(kind = %cfg.name, error = %e, "releasing tasks leased ahead failed; they will be rescued when their lease expires");
+            tracing::error!(kind = %cfg.name, error = %e, "giving back held tasks failed; they are due again when their holds end");
         }
     }
+}
+
+/// Takes a free slot for each held task it can, oldest first, and starts their attempts in
+/// one store call; `None` when no slot is free.
+fn start_held(
+    shared: &Arc<Shared>,
+    kind: &KindRuntime,
+    slots: &Arc<Semaphore>,
+    ready: &mut VecDeque<ClaimedTask>,
+) -> Option<JoinHandle<Starting>> {
+    let mut batch = Vec::new();
+    while !ready.is_empty() {
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            break;
+        };
+        batch.push((ready.pop_front().expect("not empty"), permit));
+    }
+    if batch.is_empty() {
+        return None;
+    }
+    let now = shared.clock.now();
+    let p = StartParams {
+        owner: shared.owner.clone(),
+        tasks: batch
+            .iter()
+            .map(|(t, _)| StartTask {
+                lease: LeaseRef {
+                    id: t.id,
+                    epoch: t.epoch,
+                },
+                run_at: t.run_at,
+            })
+            .collect(),
+        lease_until: add(now, kind.config.lease),
+        now,
+    };
+    let store = shared.store.clone();
+    Some(tokio::spawn(async move {
+        let r = store.start(p).await;
+        (batch, r)
+    }))
+}
+
+/// Runs the attempts a start call began; drops the tasks no longer held. Returns how many
+/// attempts it started.
+fn run_started(
+    shared: &Arc<Shared>,
+    kind: &Arc<KindRuntime>,
+    r: Result<Starting, tokio::task::JoinError>,
+    done: &mpsc::Sender<Finished>,
+) -> usize {
+    let (batch, lost) = match r {
+        Ok((batch, Ok(lost))) => (batch, lost),
+        Ok((batch, Err(e))) => {
+            // Unknown whether they started: not run here. Holds lapse and the tasks are
+            // claimed again; one that did start is rescued with its attempt recorded.
+            tracing::error!(kind = %kind.config.name, error = %e, tasks = batch.len(), "starting held tasks failed");
+            for (t, _) in &batch {
+                shared.inflight.remove(&LeaseRef {
+                    id: t.id,
+                    epoch: t.epoch,
+                });
+            }
+            return 0;
+        }
+        Err(e) => {
+            tracing::error!(kind = %kind.config.name, error = %e, "start task failed");
+            return 0;
+        }
+    };
+    let mut n = 0;
+    for (mut t, permit) in batch {
+        let lease = LeaseRef {
+            id: t.id,
+            epoch: t.epoch,
+        };
+        if lost.contains(&lease) {
+            tracing::debug!(kind = %kind.config.name, task = %t.id, "a held task was no longer held; not run");
+            shared.inflight.remove(&lease);
+            continue;
+        }
+        t.started = true;
+        start(shared, kind, t, permit, done.clone());
+        n += 1;
+    }
+    n
 }
 
 /// Registers a task leased ahead, so the heartbeat keeps its lease while it waits.

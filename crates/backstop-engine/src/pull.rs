@@ -173,6 +173,7 @@ impl Engine {
                 .claim(ClaimParams {
                     kind: kind.clone(),
                     limit: want,
+                    start: want,
                     owner: owner.to_string(),
                     now,
                     lease_until,

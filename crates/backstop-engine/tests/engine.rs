@@ -474,11 +474,25 @@ async fn shutdown_gives_back_tasks_leased_ahead_of_a_free_slot() {
     }
     let (stop, h) = spawn(&engine);
     // Two attempts run; at this pace (300 ms each) one round of two more is leased ahead,
-    // waiting for a slot, and no more.
+    // held (still pending) while they wait for a slot, and no more.
     tokio::time::sleep(Duration::from_millis(150)).await;
     let c = store.counts(Some("ahead")).await.unwrap();
     assert_eq!(started.load(Ordering::SeqCst), 2);
-    assert_eq!(c.running, 4, "two running and two leased ahead: {c:?}");
+    assert_eq!(
+        c.running, 2,
+        "only the attempts running show as running: {c:?}"
+    );
+    let listed = store
+        .list(backstop_core::store::ListParams {
+            kind: Some("ahead".into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let held: Vec<_> = listed.iter().filter(|t| t.is_held()).collect();
+    assert_eq!(held.len(), 2, "two leased ahead, held");
+    assert!(held.iter().all(|t| t.attempts == 0), "a hold is no attempt");
     stop.send(()).unwrap();
     h.await.unwrap();
     let c = store.counts(Some("ahead")).await.unwrap();

@@ -169,6 +169,7 @@ async fn only_the_leader_rescues_stranded_tasks() {
         .claim(ClaimParams {
             kind: "job".into(),
             limit: 1,
+            start: 1,
             owner: "dead".into(),
             now,
             lease_until: now + jiff::SignedDuration::from_millis(10),

@@ -96,6 +96,7 @@ async fn expired_leases_are_rescued_once_naming_who_held_them() {
         .claim(ClaimParams {
             kind: "sms".into(),
             limit: 5,
+            start: 5,
             owner: "crashed-host".into(),
             now,
             lease_until: now + SignedDuration::from_secs(30),

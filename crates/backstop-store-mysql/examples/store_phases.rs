@@ -61,6 +61,7 @@ async fn main() {
             .claim(ClaimParams {
                 kind: "k".into(),
                 limit: 1024,
+                start: 1024,
                 owner: "w".into(),
                 now,
                 lease_until: now + SignedDuration::from_secs(60),

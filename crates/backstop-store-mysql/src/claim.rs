@@ -1,4 +1,5 @@
-//! Claim: lease due pending tasks of one kind, bumping `attempts` and the fencing `epoch`.
+//! Claim: lease due pending tasks of one kind, bumping the fencing `epoch`; the first `start`
+//! of them start their attempt (`attempts` + 1), the rest are held (see [`ClaimParams`]).
 //!
 //! MySQL has no `UPDATE … RETURNING` (MariaDB has it only for `INSERT` and `DELETE`), so one
 //! transaction selects the due rows with `FOR UPDATE SKIP LOCKED` — rows another claimer is
@@ -25,12 +26,20 @@ ORDER BY run_at, seq
 LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
-/// Leases the picked rows: owner, lease end, now, now, owner, the kind's attempt budget (for
-/// tasks stored without one: max_attempts 0), then the `seq` list.
+/// Leases the picked rows and starts their attempts: owner, lease end, now, now, owner, the
+/// kind's attempt budget (for tasks stored without one: max_attempts 0), then the `seq` list.
 const LEASE: &str = "
 UPDATE {tasks}
 SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
     lease_owner = ?, lease_until = ?, updated_at = ?, att_started_at = ?, att_worker = ?,
+    max_attempts = IF(max_attempts = 0, ?, max_attempts)
+WHERE seq IN ";
+
+/// Holds the picked rows: still pending, due again at the lease's end. Binds: owner, lease
+/// end, now, lease end, the kind's attempt budget, then the `seq` list.
+const HOLD: &str = "
+UPDATE {tasks}
+SET epoch = epoch + 1, lease_owner = ?, lease_until = ?, updated_at = ?, run_at = ?,
     max_attempts = IF(max_attempts = 0, ?, max_attempts)
 WHERE seq IN ";
 
@@ -57,7 +66,8 @@ async fn lease(
     let mut claimed = Vec::with_capacity(rows.len());
     for r in &rows {
         seqs.push(col::<i64, _>(r, "seq")?);
-        // The lease below adds one to both, in this same transaction.
+        // The lease below adds one to the epoch (and, when it starts, to the attempts) in this
+        // same transaction; a held task's attempt gets that number when it starts.
         claimed.push(ClaimedTask {
             id: parse_id(&col::<Vec<u8>, _>(r, "id")?)?,
             kind: p.kind.clone(),
@@ -73,9 +83,11 @@ async fn lease(
             expires_at: opt_time(r, "expires_at")?,
             traceparent: col(r, "traceparent")?,
             created_at: from_ms(col(r, "created_at")?),
+            started: claimed.len() < p.start,
         });
     }
-    for list in padded_lists(&seqs) {
+    let started = p.start.min(seqs.len());
+    for list in padded_lists(&seqs[..started]) {
         let sql = format!("{LEASE}({})", repeat("?", ", ", list.len()));
         let mut q = sqlx::query(db.tables.q(&sql))
             .bind(p.owner.as_str())
@@ -83,6 +95,19 @@ async fn lease(
             .bind(now)
             .bind(now)
             .bind(p.owner.as_str())
+            .bind(i64::from(p.max_attempts));
+        for seq in list {
+            q = q.bind(seq);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    for list in padded_lists(&seqs[started..]) {
+        let sql = format!("{HOLD}({})", repeat("?", ", ", list.len()));
+        let mut q = sqlx::query(db.tables.q(&sql))
+            .bind(p.owner.as_str())
+            .bind(to_ms(p.lease_until))
+            .bind(now)
+            .bind(to_ms(p.lease_until))
             .bind(i64::from(p.max_attempts));
         for seq in list {
             q = q.bind(seq);

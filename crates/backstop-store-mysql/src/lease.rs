@@ -17,12 +17,19 @@ fn leases_sql(head: &str, n: usize, tail: &str) -> String {
     format!("{head}({}){tail}", repeat(LEASE, " OR ", n))
 }
 
-/// Extends the listed leases still held by `owner`. Binds: lease end, now, owner, leases.
-const HEARTBEAT: &str =
-    "UPDATE {tasks} SET lease_until = ?, updated_at = ? WHERE status = 1 AND lease_owner = ? AND ";
+/// Extends the listed leases still held by `owner`; a held task's `run_at` follows its lease.
+/// Binds: lease end, lease end, now, owner, leases.
+const HEARTBEAT: &str = "UPDATE {tasks} SET run_at = IF(status = 0, ?, run_at), lease_until = ?,
+    updated_at = ? WHERE status IN (0, 1) AND lease_owner = ? AND ";
 
 /// Which of the listed leases `owner` holds. Binds: owner, leases.
-const HELD_BY: &str = "SELECT id, epoch FROM {tasks} WHERE status = 1 AND lease_owner = ? AND ";
+const HELD_BY: &str =
+    "SELECT id, epoch FROM {tasks} WHERE status IN (0, 1) AND lease_owner = ? AND ";
+
+/// The listed held tasks go back as they were, due now, with no attempt. Binds: now, now,
+/// leases.
+const RELEASE_HELD: &str = "UPDATE {tasks} SET lease_owner = NULL, lease_until = NULL,
+    run_at = ?, updated_at = ? WHERE status = 0 AND lease_owner IS NOT NULL AND ";
 
 /// Extends leases; returns those that were lost.
 ///
@@ -45,6 +52,7 @@ pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseR
     let mut extended = 0;
     for list in padded_lists(&distinct) {
         let mut q = sqlx::query(db.tables.q(&leases_sql(HEARTBEAT, list.len(), "")))
+            .bind(to_ms(p.lease_until))
             .bind(to_ms(p.lease_until))
             .bind(to_ms(p.now))
             .bind(p.owner.as_str());
@@ -77,31 +85,41 @@ pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseR
         .collect())
 }
 
-/// Gives leases back unfinished; each attempt is recorded as `interrupted` and its task runs
-/// again now. Returns how many were still held.
+/// Gives leases back unfinished: a held task goes back as it was; a running attempt is
+/// recorded as `interrupted` and its task runs again now, or fails when its attempts are
+/// spent. Returns how many were still held.
 pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
     if p.leases.is_empty() {
         return Ok(0);
     }
     let now = to_ms(p.now);
-    let pending = transition(Status::Running, Transition::Release)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
     transaction!(db, Retry::Locks, |conn| {
-        release_held(db, conn, p, now, pending).await
+        release_held(db, conn, p, now).await
     })
 }
 
-/// Records and moves the listed leases still held; returns how many.
+/// Gives back the listed holds, then records and moves the listed running attempts still
+/// held; returns how many in all.
 async fn release_held(
     db: &Db,
     conn: &mut MySqlConnection,
     p: &ReleaseParams,
     now: i64,
-    pending: Status,
 ) -> Result<u64, Fail> {
+    let mut released = 0;
+    for list in padded_lists(&p.leases) {
+        let mut q = sqlx::query(db.tables.q(&leases_sql(RELEASE_HELD, list.len(), "")))
+            .bind(now)
+            .bind(now);
+        for l in &list {
+            q = q.bind(id_bytes(&l.id).to_vec()).bind(l.epoch);
+        }
+        released += q.execute(&mut *conn).await?.rows_affected();
+    }
     let mut rows = Vec::new();
     for list in padded_lists(&p.leases) {
-        let head = format!("SELECT {HELD_COLUMNS} FROM {{tasks}} WHERE status = 1 AND ");
+        let head =
+            format!("SELECT {HELD_COLUMNS}, max_attempts FROM {{tasks}} WHERE status = 1 AND ");
         let sql = leases_sql(&head, list.len(), " ORDER BY seq FOR UPDATE");
         let mut q = sqlx::query(db.tables.q(&sql));
         for l in &list {
@@ -109,31 +127,47 @@ async fn release_held(
         }
         for r in q.fetch_all(&mut *conn).await? {
             let h = Held::read(&r)?;
-            if !rows.iter().any(|o: &Held| o.seq == h.seq) {
-                rows.push(h);
+            let max: i64 = col(&r, "max_attempts")?;
+            if !rows.iter().any(|(o, _): &(Held, i64)| o.seq == h.seq) {
+                rows.push((h, max));
             }
         }
     }
     if rows.is_empty() {
-        return Ok(0);
+        return Ok(released);
     }
+    let (held, maxes): (Vec<Held>, Vec<i64>) = rows.into_iter().unzip();
     record_attempts(
         db,
         conn,
-        &rows,
+        &held,
         now,
         "interrupted",
         "released at shutdown by ",
     )
     .await?;
-    let seqs: Vec<i64> = rows.iter().map(|h| h.seq).collect();
-    let to_pending = Move {
-        to: pending,
-        run_at: Some(now),
-        reason: None,
-        last_error: None,
-        now,
-    };
-    move_rows(db, conn, &seqs, &to_pending).await?;
-    Ok(rows.len() as u64)
+    for (h, max) in held.iter().zip(&maxes) {
+        let status = transition(
+            Status::Running,
+            Transition::Release {
+                attempts_left: h.attempts < *max,
+            },
+        )
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+        let reason = (status == Status::Failed).then(|| {
+            format!(
+                "attempts exhausted ({} of {max}); the last attempt was interrupted at shutdown",
+                h.attempts
+            )
+        });
+        let m = Move {
+            to: status,
+            run_at: (status == Status::Pending).then_some(now),
+            reason: reason.as_deref(),
+            last_error: reason.is_some().then_some("interrupted at shutdown"),
+            now,
+        };
+        move_rows(db, conn, &[h.seq], &m).await?;
+    }
+    Ok(released + held.len() as u64)
 }

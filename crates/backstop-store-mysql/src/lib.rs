@@ -30,6 +30,7 @@ mod rescue;
 mod retention;
 mod row;
 mod shapes;
+mod start;
 mod statement_runs;
 mod tables;
 mod tx;
@@ -136,6 +137,10 @@ impl Store for MysqlStore {
 
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
         Box::pin(async move { complete::complete(&self.db, &p).await })
+    }
+
+    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move { start::start(&self.db, &p).await })
     }
 
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {

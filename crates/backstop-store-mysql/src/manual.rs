@@ -110,13 +110,17 @@ async fn apply_locked(
             .execute(&mut *conn)
             .await?;
     } else {
-        sqlx::query(t.q("UPDATE {tasks} SET status = ?, reason = ?, updated_at = ? WHERE id = ?"))
-            .bind(status_code(to))
-            .bind(reason.as_deref())
-            .bind(now)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+        // A canceled task may have been held: its lease goes with it.
+        sqlx::query(
+            t.q("UPDATE {tasks} SET status = ?, reason = ?, updated_at = ?,
+                            lease_owner = NULL, lease_until = NULL WHERE id = ?"),
+        )
+        .bind(status_code(to))
+        .bind(reason.as_deref())
+        .bind(now)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
     }
     let sql = format!("SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE id = ?");
     let row = sqlx::query(t.q(&sql))

@@ -70,6 +70,7 @@ async fn per_task_statements_use_their_indexes() {
             .claim(ClaimParams {
                 kind: kind.into(),
                 limit: 300,
+                start: 300,
                 owner: "w".into(),
                 now: t0 + SignedDuration::from_secs(500),
                 lease_until: t0 + SignedDuration::from_secs(900),

@@ -33,6 +33,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
             .claim(ClaimParams {
                 kind: "k".into(),
                 limit: batch,
+                start: batch,
                 owner: worker.clone(),
                 now,
                 lease_until: now + SignedDuration::from_secs(60),

@@ -151,6 +151,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
         .claim(ClaimParams {
             kind: "k".into(),
             limit: 10,
+            start: 10,
             owner: "w".into(),
             now,
             lease_until: now + jiff::SignedDuration::from_secs(30),

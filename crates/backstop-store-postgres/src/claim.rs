@@ -1,5 +1,6 @@
-//! Claim: lease due pending tasks of one kind, bumping `attempts` and the fencing `epoch`, in
-//! one statement.
+//! Claim: lease due pending tasks of one kind, bumping the fencing `epoch`, in one statement;
+//! the first `start` of them start their attempt (`attempts` + 1), the rest are held (see
+//! [`ClaimParams`]).
 //!
 //! The due rows are picked through the partial index of pending tasks with `FOR UPDATE SKIP
 //! LOCKED`, so concurrent claimers (in this process or others) each take different rows and
@@ -14,24 +15,32 @@ use backstop_core::StoreError;
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
 /// `$1` kind, `$2` now, `$3` owner, `$4` lease end, `$5` limit, `$6` the kind's attempt budget
-/// (for tasks stored without one: max_attempts 0).
+/// (for tasks stored without one: max_attempts 0), `$7` how many start (oldest `run_at`
+/// first); the rest are held: still pending, `run_at` moved to the lease's end. RETURNING
+/// gives the `run_at` from before the claim and the attempt number the task runs.
 const CLAIM: &str = "
 WITH due AS MATERIALIZED (
-    SELECT seq FROM {schema}.tasks
+    SELECT seq, run_at FROM {schema}.tasks
     WHERE status = 'pending' AND kind = $1 AND run_at <= $2
     ORDER BY run_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED
-)
+),
+ranked AS (SELECT seq, run_at, row_number() OVER (ORDER BY run_at, seq) <= $7 AS go FROM due)
 UPDATE {schema}.tasks AS t
-SET status = 'running', attempts = t.attempts + 1, epoch = t.epoch + 1,
+SET status = CASE WHEN r.go THEN 'running' ELSE t.status END,
+    attempts = t.attempts + CASE WHEN r.go THEN 1 ELSE 0 END,
+    epoch = t.epoch + 1,
     lease_owner = $3, lease_until = $4, updated_at = $2,
-    att_started_at = $2, att_worker = $3,
+    run_at = CASE WHEN r.go THEN t.run_at ELSE $4 END,
+    att_started_at = CASE WHEN r.go THEN $2 ELSE t.att_started_at END,
+    att_worker = CASE WHEN r.go THEN $3 ELSE t.att_worker END,
     max_attempts = CASE t.max_attempts WHEN 0 THEN $6 ELSE t.max_attempts END
-FROM due
-WHERE t.seq = due.seq
-RETURNING t.seq, t.id, t.key, t.payload, t.attempts, t.max_attempts, t.epoch, t.run_at,
-          t.expires_at, t.traceparent, t.created_at";
+FROM ranked AS r
+WHERE t.seq = r.seq
+RETURNING t.seq, t.id, t.key, t.payload, t.attempts + CASE WHEN r.go THEN 0 ELSE 1 END AS attempt,
+          t.max_attempts, t.epoch, r.run_at, t.expires_at, t.traceparent, t.created_at,
+          r.go AS started";
 
 pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     if p.limit == 0 {
@@ -44,6 +53,7 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
         .bind(Time(p.lease_until))
         .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
         .bind(i64::from(p.max_attempts))
+        .bind(i64::try_from(p.start).unwrap_or(i64::MAX))
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
@@ -55,13 +65,14 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
             kind: p.kind.clone(),
             key: col(r, "key")?,
             payload: col(r, "payload")?,
-            attempt: count(r, "attempts")?,
+            attempt: count(r, "attempt")?,
             max_attempts: count(r, "max_attempts")?,
             epoch: col(r, "epoch")?,
             run_at: time(r, "run_at")?,
             expires_at: opt_time(r, "expires_at")?,
             traceparent: col(r, "traceparent")?,
             created_at: time(r, "created_at")?,
+            started: col(r, "started")?,
         };
         claimed.push((seq, task));
     }

@@ -16,7 +16,7 @@ use sqlx::postgres::{PgBindIterExt, PgRow};
 use std::collections::HashSet;
 
 /// Extends the listed leases still held by `$5`: `$1` ids, `$2` epochs, `$3` lease end,
-/// `$4` now. Returns the ids extended. The rows are found from the list, one id lookup each,
+/// `$4` now; a held task's `run_at` follows its lease. Returns the ids extended. The rows are found from the list, one id lookup each,
 /// in id order (see `complete.rs` for why the join must go this way).
 const HEARTBEAT: &str = "
 WITH l AS (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)
@@ -28,9 +28,11 @@ held AS MATERIALIZED (
         WHERE t.id = l.id
         FOR UPDATE OFFSET 0
     ) AS t
-    WHERE t.epoch = l.epoch AND t.status = 'running' AND t.lease_owner = $5
+    WHERE t.epoch = l.epoch AND t.status IN ('pending', 'running') AND t.lease_owner = $5
 )
-UPDATE {schema}.tasks AS t SET lease_until = $3, updated_at = $4
+UPDATE {schema}.tasks AS t
+SET lease_until = $3, updated_at = $4,
+    run_at = CASE WHEN t.status = 'pending' THEN $3 ELSE t.run_at END
 FROM held WHERE t.seq = held.seq
 RETURNING t.id";
 
@@ -55,6 +57,24 @@ CROSS JOIN LATERAL (
     FOR UPDATE OFFSET 0
 ) AS t
 WHERE t.epoch = l.epoch AND t.status = 'running'";
+
+/// The listed held tasks (`$1` ids, `$2` epochs) go back as they were, due at `$3`, with no
+/// attempt.
+const RELEASE_HELD: &str = "
+WITH l AS (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)
+           ORDER BY id),
+held AS MATERIALIZED (
+    SELECT t.seq FROM l
+    CROSS JOIN LATERAL (
+        SELECT t.seq, t.epoch, t.status, t.lease_owner FROM {schema}.tasks AS t
+        WHERE t.id = l.id
+        FOR UPDATE OFFSET 0
+    ) AS t
+    WHERE t.epoch = l.epoch AND t.status = 'pending' AND t.lease_owner IS NOT NULL
+)
+UPDATE {schema}.tasks AS t
+SET lease_owner = NULL, lease_until = NULL, run_at = $3, updated_at = $3
+FROM held WHERE t.seq = held.seq";
 
 /// Ends the running attempt of each listed row and moves the row to its listed status:
 /// `$1` seqs, `$2` statuses, `$3` reasons and `$4` errors (kept when null), `$5` durations,
@@ -220,9 +240,15 @@ pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreErro
     if p.leases.is_empty() {
         return Ok(0);
     }
-    let pending = transition(Status::Running, Transition::Release)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
     let mut tx = db.pool.begin().await.map_err(db_err)?;
+    let released_held = sqlx::query(db.schema.sql(RELEASE_HELD))
+        .bind(p.leases.iter().map(|l| Id(l.id)).bind_iter())
+        .bind(p.leases.iter().map(|l| l.epoch).bind_iter())
+        .bind(Time(p.now))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
     let rows = sqlx::query(db.schema.sql(RELEASE_PICK))
         .bind(p.leases.iter().map(|l| Id(l.id)).bind_iter())
         .bind(p.leases.iter().map(|l| l.epoch).bind_iter())
@@ -236,20 +262,32 @@ pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreErro
         .map(held)
         .filter(|h| h.as_ref().map_or(true, |h| seen.insert(h.seq)))
         .collect::<Result<Vec<_>, _>>()?;
-    if picked.is_empty() {
-        return Ok(0);
-    }
-    let moves: Vec<Move<'_>> = picked
-        .iter()
-        .map(|h| Move {
+    let mut moves = Vec::with_capacity(picked.len());
+    for h in &picked {
+        let status = transition(
+            Status::Running,
+            Transition::Release {
+                attempts_left: h.attempts < h.max_attempts,
+            },
+        )
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+        let failed = status == Status::Failed;
+        moves.push(Move {
             held: h,
-            status: pending,
-            reason: None,
-            error: None,
+            status,
+            reason: failed.then(|| {
+                format!(
+                    "attempts exhausted ({} of {}); the last attempt was interrupted at shutdown",
+                    h.attempts, h.max_attempts
+                )
+            }),
+            error: failed.then_some("interrupted at shutdown"),
             event_error: format!("released at shutdown by {}", owner(h)),
-        })
-        .collect();
-    end_attempts(&mut tx, db, &moves, p.now, "interrupted").await?;
+        });
+    }
+    if !moves.is_empty() {
+        end_attempts(&mut tx, db, &moves, p.now, "interrupted").await?;
+    }
     tx.commit().await.map_err(db_err)?;
-    Ok(picked.len() as u64)
+    Ok(released_held + picked.len() as u64)
 }

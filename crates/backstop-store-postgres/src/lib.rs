@@ -28,6 +28,7 @@ mod read;
 mod retention;
 mod row;
 mod schema;
+mod start;
 mod statement_runs;
 mod types;
 mod watch;
@@ -143,6 +144,10 @@ impl Store for PostgresStore {
 
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
         Box::pin(async move { complete::complete(&self.db, &p).await })
+    }
+
+    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move { start::start(&self.db, &p).await })
     }
 
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {

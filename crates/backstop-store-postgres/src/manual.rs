@@ -35,7 +35,9 @@ const RETRY_SQL: &str = concat!(
 );
 
 const END_SQL: &str = concat!(
-    "UPDATE {schema}.tasks SET status = $2, reason = $3, updated_at = $4 WHERE id = $1
+    // A canceled task may have been held: its lease goes with it.
+    "UPDATE {schema}.tasks SET status = $2, reason = $3, updated_at = $4,
+        lease_owner = NULL, lease_until = NULL WHERE id = $1
      RETURNING ",
     task_columns!()
 );

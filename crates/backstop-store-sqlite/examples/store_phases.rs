@@ -47,6 +47,7 @@ async fn main() {
             .claim(ClaimParams {
                 kind: "k".into(),
                 limit: 1024,
+                start: 1024,
                 owner: "w".into(),
                 now,
                 lease_until: now + jiff::SignedDuration::from_secs(60),

@@ -1,4 +1,6 @@
-//! Claim: lease due pending tasks of one kind, bumping `attempts` and the fencing `epoch`.
+//! Claim: lease due pending tasks of one kind, bumping the fencing `epoch`; the first
+//! `start` of them start their attempt (`attempts` + 1), the rest are held (see
+//! [`ClaimParams`]).
 //!
 //! One query reads the due tasks through the partial index of pending tasks; then multi-row
 //! UPDATEs lease them by rowid. Both run as direct calls on the locked writer (see `raw`).
@@ -25,9 +27,14 @@ LIMIT ?3";
 /// per-statement work (cursors, halt) for every task.
 const SHAPES: &[usize] = &[64, 16, 4, 1];
 
+/// What a claimed row becomes: its attempt starts (`running`, `attempts` + 1), or it is held
+/// (still `pending`, due again when the lease ends). `?1` owner, `?2` lease end, `?3` now.
+const START_SET: &str = "status = 1, attempts = attempts + 1, att_started_at = ?3, att_worker = ?1";
+const HOLD_SET: &str = "run_at = ?2";
+
 /// One UPDATE per shape: `?1` owner, `?2` lease end, `?3` now, `?4` the kind's attempt budget
 /// (for tasks stored without one: max_attempts 0), then the rowids.
-pub(crate) static LEASE_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
+fn lease_sql(set: &str) -> Vec<String> {
     SHAPES
         .iter()
         .map(|rows| {
@@ -35,16 +42,20 @@ pub(crate) static LEASE_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             // OR FAIL: no statement journal; an error rolls the whole transaction back anyway.
             format!(
                 "UPDATE OR FAIL backstop_tasks
-                 SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
+                 SET {set}, epoch = epoch + 1,
                      lease_owner = ?1, lease_until = ?2, updated_at = ?3,
-                     att_started_at = ?3, att_worker = ?1,
                      max_attempts = CASE max_attempts WHEN 0 THEN ?4 ELSE max_attempts END
                  WHERE seq IN ({})",
                 seqs.join(", ")
             )
         })
         .collect()
-});
+}
+
+/// The claim that starts the attempt, per shape.
+pub(crate) static LEASE_SQL: LazyLock<Vec<String>> = LazyLock::new(|| lease_sql(START_SET));
+/// The claim that holds, per shape.
+pub(crate) static HOLD_SQL: LazyLock<Vec<String>> = LazyLock::new(|| lease_sql(HOLD_SET));
 
 pub(crate) async fn claim(
     conn: &mut SqliteConnection,
@@ -64,7 +75,8 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     db.prepare(PICK)?
         .query(&[p.kind.as_str().into(), now.into(), limit.into()], |r| {
             seqs.push(r.int(0));
-            // The lease below adds one to both, in this same transaction.
+            // The lease below adds one to the epoch (and, when it starts, to the attempts) in
+            // this same transaction; a held task's attempt gets that number when it starts.
             claimed.push(ClaimedTask {
                 id: parse_id(r.blob(1))?,
                 kind: p.kind.clone(),
@@ -80,25 +92,39 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
                 expires_at: r.opt_int(8).map(from_ms),
                 traceparent: r.opt_text(9)?,
                 created_at: from_ms(r.int(10)),
+                started: claimed.len() < p.start,
             });
             Ok(())
         })?;
+    let started = p.start.min(seqs.len());
+    lease_rows(db, p, &seqs[..started], &LEASE_SQL)?;
+    lease_rows(db, p, &seqs[started..], &HOLD_SQL)?;
+    Ok(claimed)
+}
+
+/// Leases the rows `seqs` with one of the statement sets above.
+fn lease_rows(
+    db: &Db<'_>,
+    p: &ClaimParams,
+    seqs: &[i64],
+    sql: &[String],
+) -> Result<(), StoreError> {
     let mut leases: [Option<Stmt<'_>>; SHAPES.len()] = Default::default();
     let mut values = Vec::with_capacity(4 + SHAPES[0]);
-    for (shape, chunk) in chunks(&seqs, SHAPES) {
+    for (shape, chunk) in chunks(seqs, SHAPES) {
         let lease = match &mut leases[shape] {
             Some(s) => s,
-            slot => slot.insert(db.prepare(&LEASE_SQL[shape])?),
+            slot => slot.insert(db.prepare(&sql[shape])?),
         };
         values.clear();
         values.extend_from_slice(&[
             p.owner.as_str().into(),
             to_ms(p.lease_until).into(),
-            now.into(),
+            to_ms(p.now).into(),
             i64::from(p.max_attempts).into(),
         ]);
         values.extend(chunk.iter().map(|s| Value::Int(*s)));
         lease.execute(&values)?;
     }
-    Ok(claimed)
+    Ok(())
 }

@@ -13,11 +13,13 @@ use serde_json::json;
 use sqlx::{Connection, Row, SqliteConnection};
 use std::collections::HashSet;
 
-/// Extends the leases still held, fenced like a completion.
+/// Extends the leases still held, fenced like a completion; a held task's `run_at` follows
+/// its lease (it is due again when the lease ends).
 pub(crate) const HEARTBEAT: &str = "
-UPDATE backstop_tasks AS t SET lease_until = ?2, updated_at = ?3
+UPDATE backstop_tasks AS t
+SET lease_until = ?2, run_at = iif(t.status = 0, ?2, t.run_at), updated_at = ?3
 FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
-WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status = 1 AND t.lease_owner = ?4
+WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status IN (0, 1) AND t.lease_owner = ?4
 RETURNING id";
 
 /// Running tasks whose lease expired, oldest lease first.
@@ -25,10 +27,18 @@ pub(crate) const RESCUE_PICK: &str = "
 SELECT seq, id, kind, attempts, max_attempts, lease_owner FROM backstop_tasks
 WHERE status = 1 AND lease_until < ?1 ORDER BY lease_until LIMIT ?2";
 
-/// The listed leases still held.
+/// The listed leases of running attempts still held.
 pub(crate) const RELEASE_PICK: &str = "
-SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t
+SELECT t.seq, t.attempts, t.max_attempts FROM json_each(?1) AS j JOIN backstop_tasks AS t
 ON t.id = unhex(j.value ->> 'id') AND t.epoch = j.value ->> 'epoch' AND t.status = 1";
+
+/// The listed held tasks go back as they were, due at once, with no attempt: `?1` leases,
+/// `?2` now.
+pub(crate) const RELEASE_HELD: &str = "
+UPDATE backstop_tasks AS t
+SET lease_owner = NULL, lease_until = NULL, run_at = ?2, updated_at = ?2
+FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
+WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status = 0 AND t.lease_owner IS NOT NULL";
 
 /// Pending tasks past their deadline, earliest first.
 pub(crate) const EXPIRE_PICK: &str = "
@@ -194,28 +204,52 @@ pub(crate) async fn release(
         return Ok(0);
     }
     let now = to_ms(p.now);
-    let pending = transition(Status::Running, Transition::Release)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+    let leases = lease_json(&p.leases);
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let seqs: Vec<i64> = sqlx::query_scalar(RELEASE_PICK)
-        .bind(lease_json(&p.leases))
+    let held = sqlx::query(RELEASE_HELD)
+        .bind(&leases)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+    let rows = sqlx::query(RELEASE_PICK)
+        .bind(&leases)
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
-    if seqs.is_empty() {
-        return Ok(0);
+    let mut moves = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let attempts: i64 = r.get("attempts");
+        let max: i64 = r.get("max_attempts");
+        let status = transition(
+            Status::Running,
+            Transition::Release {
+                attempts_left: attempts < max,
+            },
+        )
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+        let failed = status == Status::Failed;
+        moves.push(json!({
+            "seq": r.get::<i64, _>("seq"),
+            "status": status_code(status),
+            "reason": failed.then(|| format!("attempts exhausted ({attempts} of {max}); the last attempt was interrupted at shutdown")),
+            "error": failed.then_some("interrupted at shutdown"),
+        }));
     }
-    let moves = moves_json(&seqs, pending, None);
-    end_attempts(
-        &mut tx,
-        &moves,
-        now,
-        "interrupted",
-        "released at shutdown by ",
-    )
-    .await?;
+    if !moves.is_empty() {
+        let moves = serde_json::Value::Array(moves).to_string();
+        end_attempts(
+            &mut tx,
+            &moves,
+            now,
+            "interrupted",
+            "released at shutdown by ",
+        )
+        .await?;
+    }
     tx.commit().await.map_err(db_err)?;
-    Ok(seqs.len() as u64)
+    Ok(held + rows.len() as u64)
 }
 
 pub(crate) async fn expire(

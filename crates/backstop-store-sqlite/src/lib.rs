@@ -24,6 +24,7 @@ mod read;
 mod retention;
 mod row;
 mod shapes;
+mod start;
 mod statement_runs;
 mod watch;
 
@@ -111,6 +112,13 @@ impl Store for SqliteStore {
         Box::pin(async move {
             let mut w = self.inner.writer.lock().await;
             complete::complete(&mut w, &p).await
+        })
+    }
+
+    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.writer.lock().await;
+            start::start(&mut w, &p).await
         })
     }
 

@@ -112,7 +112,9 @@ async fn apply(
         }
         _ => {
             sqlx::query(
-                "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
+                // A canceled task may have been held: its lease goes with it.
+                "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4,
+                    lease_owner = NULL, lease_until = NULL WHERE id = ?1",
             )
             .bind(id)
             .bind(status_code(to))

@@ -36,13 +36,17 @@ async fn per_task_statements_use_their_indexes() {
         crate::complete::FINISH,
         crate::complete::RETRY,
         crate::complete::RECORD_RETRY,
+        crate::start::START,
     ] {
         cases.push((
             sql,
             "SEARCH backstop_tasks USING INDEX sqlite_autoindex_backstop_tasks_1 (id=?)",
         ));
     }
-    for sql in crate::claim::LEASE_SQL.iter() {
+    for sql in crate::claim::LEASE_SQL
+        .iter()
+        .chain(crate::claim::HOLD_SQL.iter())
+    {
         cases.push((
             sql,
             "SEARCH backstop_tasks USING INTEGER PRIMARY KEY (rowid=?)",

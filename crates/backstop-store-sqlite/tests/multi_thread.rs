@@ -51,6 +51,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                         .claim(ClaimParams {
                             kind: "k".into(),
                             limit: 70,
+                            start: 70,
                             owner: format!("w{w}"),
                             now,
                             lease_until: now + jiff::SignedDuration::from_secs(60),

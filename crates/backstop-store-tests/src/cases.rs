@@ -11,6 +11,7 @@ type S = Arc<dyn Store>;
 
 pub use crate::callbacks::*;
 pub use crate::entities::*;
+pub use crate::holds::*;
 pub use crate::leadership::*;
 pub use crate::redrive::*;
 pub use crate::retention::*;

@@ -55,6 +55,7 @@ pub async fn claim(
         .claim(ClaimParams {
             kind: kind.into(),
             limit,
+            start: limit,
             owner: owner.into(),
             now,
             lease_until: now + SignedDuration::from_secs(30),

@@ -12,6 +12,7 @@ mod callbacks;
 pub mod cases;
 mod entities;
 mod fixtures;
+mod holds;
 mod leadership;
 pub mod outbox;
 mod redrive;
@@ -52,6 +53,11 @@ macro_rules! conformance_suite {
             rescue_returns_expired_leases_to_pending_or_failed,
             expire_compensates_pending_tasks_past_their_deadline,
             release_gives_leases_back,
+            a_held_task_counts_no_attempt_until_it_starts,
+            a_lapsed_hold_is_claimed_again_without_rescue_or_attempt,
+            a_held_task_is_heartbeated_and_given_back_unstarted,
+            a_canceled_held_task_loses_its_hold,
+            a_running_attempt_given_back_with_its_budget_spent_fails,
             manual_retry_renews_the_budget_and_records_the_actor,
             resolve_and_cancel_follow_the_state_machine,
             a_refused_manual_action_leaves_the_task_claimable,

@@ -57,6 +57,7 @@ async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Time
         .claim(ClaimParams {
             kind: "sms.send".into(),
             limit,
+            start: limit,
             owner: "w1".into(),
             now,
             lease_until: now + jiff::SignedDuration::from_secs(60),

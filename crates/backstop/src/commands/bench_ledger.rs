@@ -296,6 +296,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                         .claim(ClaimParams {
                             kind: FINISHED_KIND.into(),
                             limit: left,
+                            start: left,
                             owner: owner.clone(),
                             now,
                             lease_until: now + Duration::from_secs(600),

@@ -69,6 +69,7 @@ pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server
             .claim(ClaimParams {
                 kind: KIND.into(),
                 limit: 1000,
+                start: 1000,
                 owner: "vanished-worker".into(),
                 now: past,
                 lease_until: past + SignedDuration::from_secs(30),
