@@ -15,6 +15,9 @@ pub struct TaskView<'a> {
     pub key: &'a str,
     #[schema(value_type = String, example = "pending")]
     pub status: &'static str,
+    /// `true` for a pending task leased ahead by a dispatcher and not started yet (no attempt
+    /// counted; due again by itself at `lease_until`).
+    pub held: bool,
     pub attempts: u32,
     pub max_attempts: u32,
     #[schema(value_type = String, format = DateTime)]
@@ -53,6 +56,7 @@ impl<'a> TaskView<'a> {
             kind: &t.kind,
             key: &t.key,
             status: t.status.as_str(),
+            held: t.is_held(),
             attempts: t.attempts,
             max_attempts: t.max_attempts,
             run_at: t.run_at,

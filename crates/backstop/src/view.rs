@@ -17,7 +17,12 @@ pub fn task_line(t: &Task) -> String {
     let mut s = format!(
         "{}  {:<11}  {}/{}  attempts {}/{}",
         t.id,
-        t.status.as_str(),
+        // Held: leased ahead, not started; listed apart from the attempts running.
+        if t.is_held() {
+            "held"
+        } else {
+            t.status.as_str()
+        },
         t.kind,
         t.key,
         t.attempts,
@@ -46,7 +51,12 @@ pub fn task_detail(t: &Task, events: &[Event]) -> String {
     }
     if let Some(o) = &t.lease_owner {
         let until = t.lease_until.map(short).unwrap_or_default();
-        let _ = writeln!(s, "leased    by {o} until {until}");
+        let what = if t.is_held() {
+            "held      (leased ahead, not started)"
+        } else {
+            "leased   "
+        };
+        let _ = writeln!(s, "{what} by {o} until {until}");
     }
     if let Some(e) = &t.last_error {
         let _ = writeln!(s, "error     {e}");
@@ -91,4 +101,55 @@ pub fn task_detail(t: &Task, events: &[Event]) -> String {
         let _ = writeln!(s);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backstop_core::{Status, TaskId};
+
+    fn task(status: Status, owner: Option<&str>) -> Task {
+        let t: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
+        Task {
+            id: TaskId::new(),
+            kind: "sms.send".into(),
+            key: "order-1".into(),
+            payload: b"{}".to_vec(),
+            status,
+            attempts: 0,
+            max_attempts: 3,
+            run_at: t,
+            expires_at: None,
+            lease_owner: owner.map(Into::into),
+            lease_until: owner.map(|_| t),
+            epoch: 1,
+            traceparent: None,
+            last_error: None,
+            reason: None,
+            created_at: t,
+            updated_at: t,
+        }
+    }
+
+    #[test]
+    fn listings_show_held_tasks_apart_from_running_ones() {
+        let held = task(Status::Pending, Some("w1"));
+        assert!(
+            task_line(&held).contains("  held  "),
+            "{}",
+            task_line(&held)
+        );
+        assert!(task_detail(&held, &[]).contains("held      (leased ahead, not started) by w1"));
+        let json = serde_json::to_value(TaskView::new(&held, None)).unwrap();
+        assert_eq!(
+            (json["status"].as_str(), json["held"].as_bool()),
+            (Some("pending"), Some(true))
+        );
+        let running = task(Status::Running, Some("w1"));
+        assert!(task_line(&running).contains("  running  "));
+        let json = serde_json::to_value(TaskView::new(&running, None)).unwrap();
+        assert_eq!(json["held"].as_bool(), Some(false));
+        let pending = task(Status::Pending, None);
+        assert!(task_line(&pending).contains("  pending  "));
+    }
 }
