@@ -10,7 +10,7 @@ use backstop_core::store::{
     AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
 };
 use backstop_core::{Event, TaskId};
-use sqlx::{MySql, QueryBuilder};
+use sqlx::{Connection, MySql, QueryBuilder};
 use std::collections::HashMap;
 
 const BEAT: &str = "
@@ -127,14 +127,26 @@ pub(crate) async fn audit_page(
         "SELECT {TASK_COLUMNS}, att_started_at, att_ended_at, att_outcome, att_error, \
          att_http_status, att_worker FROM {{tasks}} WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?"
     );
+    // One consistent snapshot for the page and its events: a claim or completion committing
+    // between the two reads could otherwise make a healthy task look inconsistent.
+    let mut conn = db.pool.acquire().await.map_err(db_err)?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    let mut tx = conn
+        .begin_with("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        .await
+        .map_err(db_err)?;
     let rows = sqlx::query(db.tables.q(&sql))
         .bind(after.clone())
         .bind(after)
         .bind(p.limit as i64)
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
     if rows.is_empty() {
+        tx.commit().await.map_err(db_err)?;
         return Ok(Vec::new());
     }
     // The page's events in one round trip.
@@ -147,7 +159,8 @@ pub(crate) async fn audit_page(
         ids.push_bind(col::<Vec<u8>, _>(r, "id")?);
     }
     qb.push(") ORDER BY task_id, seq");
-    let events = qb.build().fetch_all(&db.pool).await.map_err(db_err)?;
+    let events = qb.build().fetch_all(&mut *tx).await.map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
     let mut table: HashMap<TaskId, Vec<Event>> = HashMap::new();
     for r in &events {
         let id = parse_id(&col::<Vec<u8>, _>(r, "task_id")?)?;

@@ -229,3 +229,25 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
     let tlc = store.timeline(c.id).await.unwrap();
     assert!(tlc.iter().any(|e| e.kind == EventType::StaleCompletion));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_drift_is_found() {
+    if common::skip() {
+        return;
+    }
+    let guard = PrefixGuard::new();
+    let store: std::sync::Arc<dyn backstop_core::Store> = std::sync::Arc::new(guard.store().await);
+    let (url, prefix) = (guard.options().url, guard.prefix.clone());
+    backstop_store_tests::cases::an_injected_drift_is_found(store, move |id| {
+        Box::pin(async move {
+            let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+            let sql = format!("UPDATE {prefix}tasks SET attempts = attempts + 1 WHERE id = ?");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.0.as_bytes().to_vec())
+                .execute(&pool)
+                .await
+                .unwrap();
+        })
+    })
+    .await;
+}

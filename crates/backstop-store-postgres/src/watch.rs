@@ -137,10 +137,17 @@ pub(crate) async fn audit_page(
     db: &Db,
     p: &AuditParams,
 ) -> Result<backstop_core::store::AuditPage, StoreError> {
+    // One snapshot for the page and its events: in READ COMMITTED each statement would see
+    // the commits made in between, and a healthy task could look inconsistent.
+    let mut tx = db
+        .pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .map_err(db_err)?;
     let rows = sqlx::query(db.schema.sql(PAGE))
         .bind(p.after.map(Id))
         .bind(p.limit as i64)
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
     let ids: Vec<Id> = rows
@@ -150,9 +157,10 @@ pub(crate) async fn audit_page(
     let mut table: HashMap<TaskId, Vec<Event>> = HashMap::new();
     let events = sqlx::query(db.schema.sql(PAGE_EVENTS))
         .bind(ids)
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+    tx.commit().await.map_err(db_err)?;
     for r in &events {
         let id = col::<Id>(r, "task_id")?.0;
         table.entry(id).or_default().push(event(r)?);

@@ -151,3 +151,27 @@ async fn a_newer_schema_is_refused() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_drift_is_found() {
+    if skip() {
+        return;
+    }
+    let guard = SchemaGuard::new();
+    let store: Arc<dyn Store> = Arc::new(guard.store().await);
+    let (url, schema) = (guard.options().url, guard.schema.clone());
+    backstop_store_tests::cases::an_injected_drift_is_found(store, move |id| {
+        Box::pin(async move {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            let sql = format!(
+                "UPDATE \"{schema}\".tasks SET attempts = attempts + 1 WHERE id = $1::uuid"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(id.0.to_string())
+                .execute(&pool)
+                .await
+                .unwrap();
+        })
+    })
+    .await;
+}

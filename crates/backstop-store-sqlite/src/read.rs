@@ -7,7 +7,7 @@ use crate::row::{id_bytes, parse_status, raw_task, status_code, task, task_colum
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 pub(crate) async fn get(pool: &SqlitePool, id: TaskId) -> Result<Option<Task>, StoreError> {
     sqlx::query(concat!(
@@ -156,6 +156,16 @@ pub(crate) async fn counts(
 }
 
 pub(crate) async fn timeline(pool: &SqlitePool, id: TaskId) -> Result<Vec<Event>, StoreError> {
+    let mut conn = pool.acquire().await.map_err(db_err)?;
+    timeline_on(&mut conn, id).await
+}
+
+/// The timeline, read on `conn` (inside the caller's read transaction, when it has one: the
+/// task row and its events then come from one snapshot).
+pub(crate) async fn timeline_on(
+    conn: &mut SqliteConnection,
+    id: TaskId,
+) -> Result<Vec<Event>, StoreError> {
     let id_blob = id_bytes(&id);
     let Some(t) = sqlx::query(
         "SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
@@ -163,7 +173,7 @@ pub(crate) async fn timeline(pool: &SqlitePool, id: TaskId) -> Result<Vec<Event>
          FROM backstop_tasks WHERE id = ?",
     )
     .bind(id_blob)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *conn)
     .await
     .map_err(db_err)?
     else {
@@ -175,7 +185,7 @@ pub(crate) async fn timeline(pool: &SqlitePool, id: TaskId) -> Result<Vec<Event>
          FROM backstop_events WHERE task_id = ? ORDER BY seq",
     )
     .bind(id_blob)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await
     .map_err(db_err)?;
     for r in &rows {

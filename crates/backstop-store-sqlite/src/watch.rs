@@ -2,7 +2,7 @@
 //! beats, the backlog per kind, and pages for the conservation audit.
 
 use crate::db_err;
-use crate::read::timeline;
+use crate::read::timeline_on;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id, task, task_columns};
 use backstop_core::StoreError;
@@ -126,6 +126,9 @@ pub(crate) async fn audit_page(
     p: &AuditParams,
 ) -> Result<backstop_core::store::AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
+    // One read transaction: the page and every timeline come from one snapshot (WAL), so a
+    // claim or completion committing meanwhile cannot make a healthy task look inconsistent.
+    let mut tx = pool.begin().await.map_err(db_err)?;
     let rows = sqlx::query(concat!(
         "SELECT ",
         task_columns!(),
@@ -133,14 +136,15 @@ pub(crate) async fn audit_page(
     ))
     .bind(after)
     .bind(p.limit as i64)
-    .fetch_all(pool)
+    .fetch_all(&mut *tx)
     .await
     .map_err(db_err)?;
     let mut page = Vec::with_capacity(rows.len());
     for r in &rows {
         let t = task(r)?;
-        let events = timeline(pool, t.id).await?;
+        let events = timeline_on(&mut tx, t.id).await?;
         page.push((t, events));
     }
+    tx.commit().await.map_err(db_err)?;
     Ok(page)
 }

@@ -75,6 +75,7 @@ macro_rules! conformance_suite {
             backlog_counts_pending_due_overdue_and_running_per_kind,
             audit_pages_walk_the_ledger_in_id_order,
             a_ledger_driven_through_every_transition_audits_clean,
+            a_retry_storm_audits_without_drift,
             tasks_are_looked_up_by_many_keys_at_once,
             a_succeeded_task_is_redriven_with_the_run_on_its_timeline,
             statement_runs_are_recorded_and_listed_newest_first,
