@@ -18,6 +18,10 @@ use std::sync::Arc;
 pub struct AmountPointers {
     pub amount: String,
     pub currency: String,
+    /// The currency of a payload that has an amount but no currency at `currency` (a ledger
+    /// whose payloads carry only an amount); `None`: such amounts are not compared, and the
+    /// verdict says so.
+    pub default_currency: Option<String>,
 }
 
 impl Default for AmountPointers {
@@ -25,6 +29,7 @@ impl Default for AmountPointers {
         AmountPointers {
             amount: "/amount".into(),
             currency: "/currency".into(),
+            default_currency: None,
         }
     }
 }
@@ -56,7 +61,8 @@ impl StoreLedger {
     }
 }
 
-/// The task's amount, when its payload has an integer amount and a valid currency.
+/// The task's amount, when its payload has an integer amount and a valid currency (its own,
+/// or the default when it has none).
 fn amount(payload: &[u8], p: &AmountPointers) -> Option<Money> {
     let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
     let minor = match v.pointer(&p.amount)? {
@@ -64,7 +70,11 @@ fn amount(payload: &[u8], p: &AmountPointers) -> Option<Money> {
         serde_json::Value::String(s) => backstop_statement::parse_minor(s).ok()?,
         _ => return None,
     };
-    let currency = parse_currency(v.pointer(&p.currency)?.as_str()?).ok()?;
+    let code = match v.pointer(&p.currency) {
+        Some(c) => c.as_str()?,
+        None => p.default_currency.as_deref()?,
+    };
+    let currency = parse_currency(code).ok()?;
     Some(Money::new(minor, &currency))
 }
 
@@ -109,6 +119,9 @@ impl Ledger for StoreLedger {
         })
     }
 }
+
+/// The verdict recorded on a run whose statement could not be reconciled at all.
+pub const FAILED: &str = "FAILED";
 
 /// Collects the tasks `--apply` re-drives: every `missing_record` break, whether or not the
 /// report's list was capped.
@@ -218,13 +231,25 @@ pub async fn run<R: Read, O: Observer>(
     store.record_statement_run(record.clone()).await?;
     let mut ledger = StoreLedger::new(store.clone(), kind, job.pointers.clone());
     let mut missing = Missing::default();
-    let report = reconcile(
+    let report = match reconcile(
         &mut ledger,
         input,
         &job.options,
         &mut (&mut *observer, &mut missing),
     )
-    .await?;
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            // A statement refused (unreadable header, bad window, …) closes its run as
+            // failed, with why, instead of leaving a run that never finishes.
+            record.finished_at = Some(jiff::Timestamp::now().max(job.options.now));
+            record.verdict = Some(FAILED.into());
+            record.report = Some(serde_json::json!({ "error": e.to_string() }).to_string());
+            store.record_statement_run(record).await?;
+            return Err(e.into());
+        }
+    };
     let (mut redriven, mut skipped) = (0, 0);
     if job.apply && report.verdict != Verdict::Incomplete {
         let actor = run_actor(&job.run_id);

@@ -153,8 +153,9 @@ impl Break {
 /// How a record compares with the ledger.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The two sides agree. `amount_checked` is false when the ledger has no amount for the
-    /// task, so only the status could be compared.
+    /// The two sides agree. `amount_checked` is false when money moved but the ledger has no
+    /// amount for the task, so only the status could be compared (the verdict is then at
+    /// best `INCOMPLETE`).
     Matched {
         /// Whether the amounts were compared.
         amount_checked: bool,
@@ -236,8 +237,10 @@ pub fn classify_record(
             BreakClass::StatusMismatch,
             format!("the ledger says {s}, the provider says {p}"),
         ),
+        // Nothing moved on either side, so there is no amount to agree on: nothing was left
+        // unchecked.
         (Status::Failed | Status::Compensated, P::Failed | P::Reversed) => Outcome::Matched {
-            amount_checked: false,
+            amount_checked: true,
         },
     }
 }

@@ -429,6 +429,13 @@ impl<O: Observer> Run<'_, O> {
         {
             reasons.push("the statement declares no row count, and one is required".into());
         }
+        if c.amount_unchecked > 0 {
+            // A verdict never claims more than was checked: these matched on status only.
+            reasons.push(format!(
+                "{} matched record(s) had no ledger amount to compare (no integer amount with a currency in the task's payload; give a default currency for payloads that carry only an amount)",
+                c.amount_unchecked
+            ));
+        }
         let verdict = Verdict::decide(!reasons.is_empty(), c.breaks, c.pending_within_grace);
         Report {
             verdict,

@@ -229,6 +229,10 @@ pub struct ReconcileArgs {
     /// Where a task's payload holds its currency (a JSON pointer).
     #[arg(long, default_value = "/currency")]
     pub currency_pointer: String,
+    /// The currency of payloads that carry an amount but no currency (e.g. CNY); without it
+    /// such amounts are not compared and the verdict is at best INCOMPLETE.
+    #[arg(long, value_name = "CODE")]
+    pub currency: Option<String>,
     /// Re-drive each `missing_record` task, once per run (never on an INCOMPLETE verdict).
     #[arg(long)]
     pub apply: bool,

@@ -304,3 +304,98 @@ async fn a_killed_apply_resumes_and_redrives_each_task_once() {
         );
     }
 }
+
+/// Tasks whose payloads carry an amount but no currency, succeeded two hours ago.
+async fn sent_without_currency(store: &Arc<dyn Store>, n: usize) {
+    let now = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(2);
+    let tasks: Vec<NewTask> = (0..n)
+        .map(|i| NewTask {
+            id: TaskId::new(),
+            kind: "sms.send".into(),
+            key: format!("sms-{i}"),
+            payload: format!(r#"{{"to":"+1555{i:07}","amount":5}}"#).into_bytes(),
+            max_attempts: 5,
+            run_at: now,
+            expires_at: None,
+            traceparent: None,
+        })
+        .collect();
+    store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
+    claim_and_succeed(store, n, now).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amounts_that_could_not_be_compared_never_give_an_all_clear() {
+    let w = Workdir::new(CONFIG);
+    let store = backstop::open_store(&w.db_url()).await.unwrap();
+    sent_without_currency(&store, 5).await;
+    // The statement disagrees with the ledger on one amount only.
+    let csv = receipts(5, &[]).replace("sms-3,5,USD", "sms-3,7,USD");
+    std::fs::write(w.path().join("receipts.csv"), csv).unwrap();
+    let (ok, out, _) = w.run(&strs(&args(&["--json"]))).await;
+    assert!(!ok, "an unchecked amount is no all-clear");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["verdict"], "INCOMPLETE", "{report}");
+    assert_eq!(report["counts"]["amount_unchecked"], 5);
+    let why = report["incomplete_reasons"].to_string();
+    assert!(why.contains("no ledger amount to compare"), "{why}");
+    // With the ledger's currency given, the amounts are compared and the mismatch found.
+    let (ok, out, _) = w.run(&strs(&args(&["--json", "--currency", "usd"]))).await;
+    assert!(!ok);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["verdict"], "BREAKS", "{report}");
+    assert_eq!(report["counts"]["amount_unchecked"], 0);
+    assert_eq!(report["breaks"][0]["class"], "amount_mismatch", "{report}");
+    let (ok, _, err) = w.run(&strs(&args(&["--currency", "U$D"]))).await;
+    assert!(!ok);
+    assert!(err.contains("--currency"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelled_kind_is_refused_and_records_no_run() {
+    let w = Workdir::new(CONFIG);
+    let store = backstop::open_store(&w.db_url()).await.unwrap();
+    std::fs::write(w.path().join("receipts.csv"), receipts(1, &[])).unwrap();
+    let mut a = args(&[]);
+    a[1] = "sms.sned".into();
+    let (ok, out, err) = w.run(&strs(&a)).await;
+    assert!(!ok);
+    assert!(
+        err.contains("unknown kind \"sms.sned\"") && err.contains("sms.send"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    let runs = store
+        .statement_runs(StatementRunsParams {
+            kind: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert!(runs.is_empty(), "no run recorded: {runs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_refused_for_its_header_closes_its_run_as_failed() {
+    let w = Workdir::new(CONFIG);
+    let store = backstop::open_store(&w.db_url()).await.unwrap();
+    std::fs::write(w.path().join("receipts.csv"), "order,cents\nsms-1,5\n").unwrap();
+    let (ok, _, err) = w.run(&strs(&args(&[]))).await;
+    assert!(!ok);
+    assert!(
+        err.contains("key"),
+        "the error names the missing column: {err}"
+    );
+    let runs = store
+        .statement_runs(StatementRunsParams {
+            kind: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].finished_at.is_some(), "the run is closed: {runs:?}");
+    assert_eq!(runs[0].verdict.as_deref(), Some("FAILED"));
+    let run = store.statement_run(&runs[0].id).await.unwrap().unwrap();
+    assert!(run.report.as_deref().unwrap().contains("error"), "{run:?}");
+}

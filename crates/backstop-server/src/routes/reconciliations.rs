@@ -47,6 +47,9 @@ pub struct ReconcileQuery {
     amount_pointer: Option<String>,
     /// Where a task's payload holds its currency (JSON pointer, `/currency`).
     currency_pointer: Option<String>,
+    /// The currency of payloads that carry an amount but no currency (e.g. `CNY`); without
+    /// it such amounts are not compared and the verdict is at best `INCOMPLETE`.
+    currency: Option<String>,
     /// Re-drive each `missing_record` task, once per run (never when `INCOMPLETE`).
     #[serde(default)]
     apply: bool,
@@ -163,6 +166,12 @@ async fn create(
         options.grace = parse_duration(g).map_err(|e| Problem::invalid(format!("grace: {e}")))?;
     }
     options.expect_count = q.expect_count;
+    let default_currency = q
+        .currency
+        .as_deref()
+        .map(backstop_statement::parse_currency)
+        .transpose()
+        .map_err(|e| Problem::invalid(format!("currency: {e}")))?;
     let limit = state.limits().max_body;
     let body: Bytes = axum::body::to_bytes(req.into_body(), limit)
         .await
@@ -181,6 +190,7 @@ async fn create(
         pointers: AmountPointers {
             amount: q.amount_pointer.unwrap_or(defaults.amount),
             currency: q.currency_pointer.unwrap_or(defaults.currency),
+            default_currency,
         },
         apply: q.apply,
     };

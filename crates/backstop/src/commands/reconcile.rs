@@ -15,6 +15,25 @@ const EXIT_BREAKS: i32 = 3;
 const EXIT_INCOMPLETE: i32 = 4;
 
 pub async fn run(ctx: &Ctx, a: ReconcileArgs) -> Result<()> {
+    // Checked before anything is recorded: a misspelled kind is a mistake, not a run.
+    if !ctx.config.kinds.iter().any(|k| k.name == a.kind) {
+        let known: Vec<&str> = ctx.config.kinds.iter().map(|k| k.name.as_str()).collect();
+        anyhow::bail!(
+            "unknown kind {:?}: configured kinds are {}",
+            a.kind,
+            if known.is_empty() {
+                "none (give --config)".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+    }
+    let default_currency = a
+        .currency
+        .as_deref()
+        .map(backstop_statement::parse_currency)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--currency: {e}"))?;
     let format = match &a.format {
         Some(f) => f.parse::<StatementFormat>()?,
         None => StatementFormat::guess_from_path(&a.statement),
@@ -51,6 +70,7 @@ pub async fn run(ctx: &Ctx, a: ReconcileArgs) -> Result<()> {
         pointers: AmountPointers {
             amount: a.amount_pointer.clone(),
             currency: a.currency_pointer.clone(),
+            default_currency,
         },
         apply: a.apply,
     };
