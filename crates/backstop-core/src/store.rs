@@ -42,9 +42,24 @@ pub enum StoreError {
     /// The database is from a newer backstop.
     #[error("the database schema is version {found}, newer than this backstop knows ({known})")]
     SchemaTooNew { found: i64, known: i64 },
+    /// The ledger cannot take the request now: the database is unreachable, full, read-only
+    /// or locked by another process. The same request may succeed later; nothing was written.
+    #[error("the ledger is unavailable: {0}")]
+    Unavailable(String),
     /// Any other database failure.
     #[error("database error: {0}")]
     Database(String),
+}
+
+impl StoreError {
+    /// The error again, for each caller that shares one failed write (a group commit): the
+    /// same variant when callers act on it (`Unavailable`), its message otherwise.
+    pub fn replicate(&self) -> StoreError {
+        match self {
+            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            e => StoreError::Database(e.to_string()),
+        }
+    }
 }
 
 /// Puts tasks in the ledger, all in one transaction.

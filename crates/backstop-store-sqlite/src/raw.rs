@@ -138,7 +138,12 @@ impl Db<'_> {
 fn error(handle: NonNull<ffi::sqlite3>, rc: c_int) -> StoreError {
     // SAFETY: the handle is open and locked; the message is copied before any other call.
     let msg = unsafe { CStr::from_ptr(ffi::sqlite3_errmsg(handle.as_ptr())) };
-    StoreError::Database(format!("{} (code {rc})", msg.to_string_lossy()))
+    let msg = format!("{} (code {rc})", msg.to_string_lossy());
+    if crate::is_unavailable(rc) {
+        StoreError::Unavailable(msg)
+    } else {
+        StoreError::Database(msg)
+    }
 }
 
 /// A value bound to a parameter, borrowed for the one execution it is bound for.
