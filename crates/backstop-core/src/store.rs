@@ -560,6 +560,13 @@ pub trait Store: Send + Sync + 'static {
     /// Applies pending schema migrations; idempotent.
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
+    /// Checks that a write could be committed now, and writes nothing: one transaction that
+    /// takes the write path (the write lock, a row in the ledger's tables that needs new
+    /// space) and is rolled back. For readiness and for `serve` at start: `Unavailable` when
+    /// the ledger cannot take writes (unreachable, full, read-only, locked), another error
+    /// when it answers but is not in order (not migrated).
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
     /// Creates tasks, idempotently by `(kind, key)`. Returns one result per task, in order.
     /// Durable when it returns.
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>>;

@@ -19,6 +19,7 @@ mod manual;
 mod migrate;
 #[cfg(test)]
 mod plans;
+mod probe;
 mod raw;
 mod read;
 mod retention;
@@ -168,6 +169,13 @@ impl Store for SqliteStore {
         Box::pin(async move {
             let mut w = self.inner.lock_writer().await?;
             migrate::run(&mut w).await
+        })
+    }
+
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            probe::check_writable(&mut w).await
         })
     }
 

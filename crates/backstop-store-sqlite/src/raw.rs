@@ -34,6 +34,23 @@ pub(crate) async fn write<R>(
     conn: &mut SqliteConnection,
     f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
+    transaction(conn, f, true).await
+}
+
+/// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer connection and rolls it back
+/// whatever `f` returns: for probes that must change nothing.
+pub(crate) async fn rolled_back<R>(
+    conn: &mut SqliteConnection,
+    f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    transaction(conn, f, false).await
+}
+
+async fn transaction<R>(
+    conn: &mut SqliteConnection,
+    f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
+    commit: bool,
+) -> Result<R, StoreError> {
     let mut guard = conn.lock_handle().await.map_err(crate::db_err)?;
     let handle = guard.as_raw_handle();
     let db = Db {
@@ -44,8 +61,11 @@ pub(crate) async fn write<R>(
         db.exec(c"BEGIN IMMEDIATE")?;
         let tx = Tx(&db);
         let out = f(&db)?;
-        db.exec(c"COMMIT")?;
-        std::mem::forget(tx);
+        if commit {
+            db.exec(c"COMMIT")?;
+            std::mem::forget(tx);
+        }
+        // Otherwise `tx` rolls back as it drops.
         Ok(out)
     };
     use tokio::runtime::{Handle, RuntimeFlavor};

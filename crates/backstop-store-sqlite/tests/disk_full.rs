@@ -74,12 +74,15 @@ async fn a_full_disk_does_not_disable_the_writer_once_space_is_back() {
     let e = s.transition_entity(big_transition(1)).await.unwrap_err();
     assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
     assert!(e.to_string().contains("full"), "{e}");
-    // Still full: the same answer, not a broken connection.
+    // Still full: the same answer, not a broken connection; the write probe says so too.
     let e = s.transition_entity(big_transition(2)).await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+    let e = s.check_writable().await.unwrap_err();
     assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
 
     // Space comes back: every writer path works again in this process.
     store.set_max_page_count(None).await.unwrap();
+    s.check_writable().await.expect("writable again");
     let l = s
         .acquire_leadership(leadership(1))
         .await
