@@ -9,15 +9,12 @@ mod common;
 use backstop_core::store::EnqueueParams;
 use backstop_core::{NewTask, Store, StoreError, TaskId};
 use backstop_store_postgres::{ACQUIRE_TIMEOUT, PostgresStore};
+use backstop_store_tests::proxy::Proxy;
 use common::{SchemaGuard, skip};
 use jiff::Timestamp;
 use sqlx::postgres::PgConnectOptions;
-use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
 #[tokio::test]
 async fn a_refused_connection_is_reported_at_once() {
@@ -33,48 +30,6 @@ async fn a_refused_connection_is_reported_at_once() {
         "{e}"
     );
     assert!(took < Duration::from_secs(2), "took {took:?}: {e}");
-}
-
-/// Forwards connections on a loopback port to the server until stopped.
-struct Proxy {
-    addr: SocketAddr,
-    accept: JoinHandle<()>,
-    links: Arc<Mutex<Vec<JoinHandle<()>>>>,
-}
-
-impl Proxy {
-    async fn start(on: &str, upstream: String) -> Proxy {
-        let listener = TcpListener::bind(on).await.expect("proxy port");
-        let addr = listener.local_addr().unwrap();
-        let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let held = links.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let link = tokio::spawn(async move {
-                    if let Ok(mut out) = TcpStream::connect(upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                    }
-                });
-                held.lock().unwrap().push(link);
-            }
-        });
-        Proxy {
-            addr,
-            accept,
-            links,
-        }
-    }
-
-    /// Closes the port and every connection through it.
-    async fn stop(self) {
-        self.accept.abort();
-        let _ = self.accept.await;
-        for link in self.links.lock().unwrap().drain(..) {
-            link.abort();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn one(key: &str) -> EnqueueParams {
@@ -103,7 +58,7 @@ async fn a_server_gone_after_open_is_unavailable_promptly_and_comes_back() {
     let direct = PgConnectOptions::from_str(&opts.url).unwrap();
     let server = format!("{}:{}", direct.get_host(), direct.get_port());
     assert!(opts.url.contains(&server), "{}", opts.url);
-    let proxy = Proxy::start("127.0.0.1:0", server.clone()).await;
+    let proxy = Proxy::start("127.0.0.1:0", &server).await;
     let via = proxy.addr;
     opts.url = opts.url.replacen(&server, &via.to_string(), 1);
     let store = PostgresStore::open_with(opts)
@@ -126,7 +81,7 @@ async fn a_server_gone_after_open_is_unavailable_promptly_and_comes_back() {
     eprintln!("while away: enqueue answered in {took:?}: {e}");
 
     // Back on the same port: the same store writes again.
-    let proxy = Proxy::start(&via.to_string(), server).await;
+    let proxy = Proxy::start(&via.to_string(), &server).await;
     store.enqueue(one("after")).await.expect("enqueue after");
     store.check_writable().await.expect("writable after");
     proxy.stop().await;

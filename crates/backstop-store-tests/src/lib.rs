@@ -14,6 +14,7 @@ mod entities;
 mod fixtures;
 mod leadership;
 pub mod outbox;
+pub mod proxy;
 mod redrive;
 mod retention;
 pub mod server;
