@@ -45,12 +45,17 @@ pub const READY_DEADLINE: Duration = Duration::from_secs(2);
         (status = 503, description = "The ledger cannot take writes now (unreachable, full, read-only, not migrated) or did not answer within 2 s; see Retry-After", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
-    let probe = state.engine().store().check_writable();
+    // On a task of its own: SQLite's calls block their thread (up to its busy timeout behind
+    // another process's write lock), so a deadline on this task alone could not cut them
+    // short; the probe then finishes in the background.
+    let store = state.engine().store().clone();
+    let probe = tokio::spawn(async move { store.check_writable().await });
     let not_ready =
         |detail: String| Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", detail);
     match tokio::time::timeout(READY_DEADLINE, probe).await {
-        Ok(Ok(())) => Ok(Json(Health { status: "ok" })),
-        Ok(Err(e)) => Err(not_ready(format!("the ledger cannot take writes: {e}"))),
+        Ok(Ok(Ok(()))) => Ok(Json(Health { status: "ok" })),
+        Ok(Ok(Err(e))) => Err(not_ready(format!("the ledger cannot take writes: {e}"))),
+        Ok(Err(e)) => Err(not_ready(format!("the write probe failed: {e}"))),
         Err(_) => Err(not_ready(format!(
             "the ledger did not answer a write probe within {} s",
             READY_DEADLINE.as_secs()

@@ -99,6 +99,39 @@ async fn a_full_ledger_is_not_ready_and_answers_503_until_space_is_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_within_its_deadline_behind_another_writer() {
+    use sqlx::Connection;
+    let api = Api::start(Setup::default()).await;
+    // Another process holds the file's write lock (SQLite's busy timeout is 10 s).
+    let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", api.sqlite.path()))
+        .await
+        .unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (s, v) = api.get("/readyz").await;
+    let took = started.elapsed();
+    assert_eq!(s, 503, "{v}");
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "readyz took {took:?}"
+    );
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    other.close().await.unwrap();
+    let back = std::time::Instant::now();
+    while api.get("/readyz").await.0 != 200 {
+        assert!(
+            back.elapsed() < std::time::Duration::from_secs(15),
+            "not ready again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_what_happened_and_pass_promtool() {
     let api = Api::start(Setup {
         kinds: vec![crate::harness::pull("metrics.kind")],
