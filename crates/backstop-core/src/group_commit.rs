@@ -80,9 +80,8 @@ where
             }
         }
         Err(e) => {
-            let msg = e.to_string();
             for (_, reply) in calls {
-                let _ = reply.send(Err(StoreError::Database(msg.clone())));
+                let _ = reply.send(Err(e.replicate()));
             }
         }
     }

@@ -42,9 +42,24 @@ pub enum StoreError {
     /// The database is from a newer backstop.
     #[error("the database schema is version {found}, newer than this backstop knows ({known})")]
     SchemaTooNew { found: i64, known: i64 },
+    /// The ledger cannot take the request now: the database is unreachable, full, read-only
+    /// or locked by another process. The same request may succeed later; nothing was written.
+    #[error("the ledger is unavailable: {0}")]
+    Unavailable(String),
     /// Any other database failure.
     #[error("database error: {0}")]
     Database(String),
+}
+
+impl StoreError {
+    /// The error again, for each caller that shares one failed write (a group commit): the
+    /// same variant when callers act on it (`Unavailable`), its message otherwise.
+    pub fn replicate(&self) -> StoreError {
+        match self {
+            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            e => StoreError::Database(e.to_string()),
+        }
+    }
 }
 
 /// Puts tasks in the ledger, all in one transaction.
@@ -577,6 +592,13 @@ pub type WorkSink = Arc<dyn Fn(WorkSignal) + Send + Sync>;
 pub trait Store: Send + Sync + 'static {
     /// Applies pending schema migrations; idempotent.
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Checks that a write could be committed now, and writes nothing: one transaction that
+    /// takes the write path (the write lock, a row in the ledger's tables that needs new
+    /// space) and is rolled back. For readiness and for `serve` at start: `Unavailable` when
+    /// the ledger cannot take writes (unreachable, full, read-only, locked), another error
+    /// when it answers but is not in order (not migrated).
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// Creates tasks, idempotently by `(kind, key)`. Returns one result per task, in order.
     /// Durable when it returns.

@@ -15,7 +15,9 @@ use utoipa::ToSchema;
 /// state of the machine), `conflict` (same kind and key, different payload; see
 /// `existing_id`), `wrong-status` (the task is not in a status the action applies to),
 /// `lease-lost` (stop working on the task; the outcome was not recorded), `too-large`,
-/// `method-not-allowed`, `not-ready`, `internal`.
+/// `method-not-allowed`, `not-ready`, `ledger-unavailable` (503: the database is away, full
+/// or read-only; nothing was written, send the same request again after `Retry-After`
+/// seconds), `internal`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Problem {
     /// A URI naming the kind of problem (`urn:backstop:problem:<name>`).
@@ -68,6 +70,17 @@ impl Problem {
         Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "too-large", detail)
     }
 
+    /// 503: the ledger cannot take the request now (see [`StoreError::Unavailable`]); sent
+    /// with `Retry-After`.
+    pub fn unavailable(error: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(error = %error, "request refused: the ledger is unavailable");
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ledger-unavailable",
+            format!("{error}; nothing was written, send the request again later"),
+        )
+    }
+
     /// 500: logged in full, described briefly.
     pub fn internal(error: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %error, "request failed");
@@ -86,6 +99,10 @@ impl Problem {
     }
 }
 
+/// The `Retry-After` of every 503 (the ledger unavailable, not ready): about how long a
+/// database takes to come back from a restart or a failover.
+pub const RETRY_AFTER_SECS: u32 = 5;
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -95,6 +112,10 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
         if status == StatusCode::UNAUTHORIZED {
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -115,6 +136,7 @@ impl From<StoreError> for Problem {
                 p.existing_id = Some(existing.to_string());
                 p
             }
+            StoreError::Unavailable(_) => Problem::unavailable(&e),
             _ => Problem::internal(&e),
         }
     }

@@ -8,6 +8,12 @@ use sqlx::{ConnectOptions, Connection, Executor};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// How long a request waits for a connection of the pool before it fails as
+/// [`StoreError::Unavailable`]: long enough for a busy pool to hand one over, short enough
+/// that a caller hears promptly that the server is away (the driver retries a refused
+/// connection until then).
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Pool size when none is given.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 
@@ -125,7 +131,7 @@ pub(crate) async fn open(opts: &MysqlOptions) -> Result<MySqlPool, StoreError> {
     let pool = MySqlPoolOptions::new()
         .max_connections(opts.max_connections.max(1))
         .min_connections(0)
-        .acquire_timeout(Duration::from_secs(30))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .after_connect(|conn, _meta| {
             Box::pin(async move {
                 for sql in SESSION {

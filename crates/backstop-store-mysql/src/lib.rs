@@ -36,7 +36,7 @@ mod tables;
 mod tx;
 mod watch;
 
-pub use connect::{DEFAULT_MAX_CONNECTIONS, MysqlOptions};
+pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, MysqlOptions};
 pub use tables::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 
 use backstop_core::group_commit::{self, GroupCommit};
@@ -117,6 +117,10 @@ impl MysqlStore {
 }
 
 impl Store for MysqlStore {
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(watch::check_writable(&self.db))
+    }
+
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(migrate::run(&self.db))
     }

@@ -46,7 +46,31 @@ pub(crate) enum Retry {
 
 /// The store's form of a database error.
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    match &e {
+        sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
+            "no connection to the server within {} s (it does not answer, or every \
+             connection of the pool is busy)",
+            crate::connect::ACQUIRE_TIMEOUT.as_secs()
+        )),
+        e if is_unavailable(e) => StoreError::Unavailable(e.to_string()),
+        e => StoreError::Database(e.to_string()),
+    }
+}
+
+/// Whether `e` says the server cannot take the request now rather than that the request is
+/// wrong: no connection (refused, reset, closed pool), or the server refusing writes or
+/// connections: read-only (1290 with `--read-only`, 1836, 1792), a full disk or table (1021,
+/// 1114), too many connections (1040), shutting down (1053).
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        e => error_number(e)
+            .is_some_and(|n| matches!(n, 1290 | 1836 | 1792 | 1021 | 1114 | 1040 | 1053)),
+    }
 }
 
 /// The server's error number (1213, 1062, …), for a database error.

@@ -34,6 +34,20 @@ const RUNNING: &str = "SELECT kind, COUNT(*) AS n FROM {tasks} WHERE status = 1 
 const SAMPLE: &str = "
 SELECT id FROM {tasks} WHERE status = 0 AND kind = ? AND run_at < ? ORDER BY run_at LIMIT ?";
 
+/// The readiness write probe: a beat row, rolled back.
+const PROBE: &str = "INSERT IGNORE INTO {beats} (name, owner, at, detail) VALUES ('backstop.write-probe', '', 0, '')";
+
+/// Takes a connection and writes a row in a transaction that is rolled back: fails as a
+/// write would on a server that is away, read-only or refusing connections.
+pub(crate) async fn check_writable(db: &Db) -> Result<(), StoreError> {
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    sqlx::query(db.tables.q(PROBE))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.rollback().await.map_err(db_err)
+}
+
 pub(crate) async fn beat(db: &Db, p: &BeatParams) -> Result<(), StoreError> {
     sqlx::query(db.tables.q(BEAT))
         .bind(&p.name)

@@ -6,9 +6,16 @@ use backstop_core::StoreError;
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::str::FromStr;
+use std::time::Duration;
 
 /// The schema used when none is given.
 pub const DEFAULT_SCHEMA: &str = "backstop";
+
+/// How long a request waits for a connection of the pool before it fails as
+/// [`StoreError::Unavailable`]: long enough for a busy pool to hand one over, short enough
+/// that a caller hears promptly that the server is away (the driver retries a refused
+/// connection until then). The first connection, at open, has as long.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connections in the pool when none is given.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -91,12 +98,25 @@ pub(crate) async fn open(opts: &PostgresOptions) -> Result<PgPool, StoreError> {
             .map(|d| format!("/{d}"))
             .unwrap_or_default()
     );
-    PgPoolOptions::new()
+    // One connection first, outside the pool: a wrong address, password or database fails
+    // at once with the driver's reason ("connection refused"), where the pool would retry
+    // until its acquire timeout and then say only that it timed out.
+    let open_err = |e: sqlx::Error| StoreError::Open(format!("{target}: {e}"));
+    let first = tokio::time::timeout(ACQUIRE_TIMEOUT, connect.connect())
+        .await
+        .map_err(|_| {
+            StoreError::Open(format!(
+                "{target}: no answer within {} s",
+                ACQUIRE_TIMEOUT.as_secs()
+            ))
+        })?
+        .map_err(open_err)?;
+    let _ = sqlx::Connection::close(first).await;
+    Ok(PgPoolOptions::new()
         .max_connections(opts.max_connections.max(1))
         .min_connections(0)
-        .connect_with(connect)
-        .await
-        .map_err(|e| StoreError::Open(format!("{target}: {e}")))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_lazy_with(connect))
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ mod statement_runs;
 mod types;
 mod watch;
 
-pub use connect::{DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
+pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
 
 use backstop_core::group_commit::{self, GroupCommit};
 use backstop_core::store::*;
@@ -113,7 +113,34 @@ impl PostgresStore {
 }
 
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    match &e {
+        sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
+            "no connection to PostgreSQL within {} s (the server does not answer, or every \
+             connection of the pool is busy)",
+            connect::ACQUIRE_TIMEOUT.as_secs()
+        )),
+        e if is_unavailable(e) => StoreError::Unavailable(e.to_string()),
+        e => StoreError::Database(e.to_string()),
+    }
+}
+
+/// Whether `e` says the server cannot take the request now rather than that the request is
+/// wrong: no connection (refused, reset, closed pool), or the server refusing writes or
+/// connections (SQLSTATE classes 08 connection exception, 53 insufficient resources such as
+/// a full disk, 57P shutting down or starting up, and 25006 read-only transaction, as on a
+/// standby).
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(d) => d.code().is_some_and(|c| {
+            c.starts_with("08") || c.starts_with("53") || c.starts_with("57P") || c == "25006"
+        }),
+        _ => false,
+    }
 }
 
 /// Whether PostgreSQL aborted the statement to break a deadlock (SQLSTATE 40P01).
@@ -124,6 +151,10 @@ pub(crate) fn is_deadlock(e: &sqlx::Error) -> bool {
 }
 
 impl Store for PostgresStore {
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(watch::check_writable(&self.db))
+    }
+
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(migrate::run(&self.db))
     }

@@ -49,6 +49,22 @@ const PAGE_EVENTS: &str = "
 SELECT task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
 FROM {schema}.events WHERE task_id = ANY($1) ORDER BY task_id, seq";
 
+/// The readiness write probe: a beat row, rolled back.
+const PROBE: &str = "
+INSERT INTO {schema}.beats (name, owner, at, detail) VALUES ('backstop.write-probe', '', now(), '')
+ON CONFLICT (name) DO NOTHING";
+
+/// Takes a connection and writes a row in a transaction that is rolled back: fails as a
+/// write would on a server that is away, read-only (a standby) or refusing connections.
+pub(crate) async fn check_writable(db: &Db) -> Result<(), StoreError> {
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    sqlx::query(db.schema.sql(PROBE))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.rollback().await.map_err(db_err)
+}
+
 pub(crate) async fn beat(db: &Db, p: &BeatParams) -> Result<(), StoreError> {
     sqlx::query(db.schema.sql(BEAT))
         .bind(&p.name)

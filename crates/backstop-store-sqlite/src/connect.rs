@@ -27,6 +27,12 @@ pub struct SqliteOptions {
     pub durability: Durability,
     /// Reader connections beside the single writer.
     pub readers: u32,
+    /// Caps the database file at this many pages (`PRAGMA max_page_count` on the writer; a
+    /// page is 8 KiB in a new file): a write that needs more fails as on a full disk
+    /// (`SQLITE_FULL`). For tests and fault drills (the chaos harness's disk-full case); change
+    /// it at run time with [`SqliteStore::set_max_page_count`](crate::SqliteStore). `None`, the
+    /// default, leaves SQLite's own limit. In a URL: `?max_page_count=N`.
+    pub max_page_count: Option<u32>,
 }
 
 impl SqliteOptions {
@@ -36,11 +42,12 @@ impl SqliteOptions {
             path: path.into(),
             durability: Durability::Full,
             readers: 4,
+            max_page_count: None,
         }
     }
 
     /// Reads `sqlite://relative.db`, `sqlite:///absolute.db`, `sqlite:file.db` or a plain path,
-    /// with an optional `?durability=full|normal`.
+    /// with optional `?durability=full|normal` and `max_page_count=N` (joined by `&`).
     pub fn from_url(url: &str) -> Result<Self, StoreError> {
         let rest = url
             .strip_prefix("sqlite://")
@@ -60,9 +67,18 @@ impl SqliteOptions {
             match pair.split_once('=') {
                 Some(("durability", "full")) => opts.durability = Durability::Full,
                 Some(("durability", "normal")) => opts.durability = Durability::Normal,
+                Some(("max_page_count", n)) => {
+                    opts.max_page_count =
+                        Some(n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                            StoreError::Open(format!(
+                                "{url:?}: max_page_count={n}: expected a whole number above 0"
+                            ))
+                        })?);
+                }
                 _ => {
                     return Err(StoreError::Open(format!(
-                        "{url:?}: unknown option {pair:?} (known: durability=full|normal)"
+                        "{url:?}: unknown option {pair:?} (known: durability=full|normal, \
+                         max_page_count=N)"
                     )));
                 }
             }
@@ -71,13 +87,10 @@ impl SqliteOptions {
     }
 }
 
-pub(crate) async fn open(
-    opts: &SqliteOptions,
-) -> Result<(SqliteConnection, SqlitePool), StoreError> {
-    let path = opts.path.display().to_string();
-    let open_err = |e: sqlx::Error| StoreError::Open(format!("{path}: {e}"));
-    let base = SqliteConnectOptions::from_str("sqlite:")
-        .map_err(open_err)?
+/// The options every connection shares.
+fn base(opts: &SqliteOptions) -> Result<SqliteConnectOptions, StoreError> {
+    Ok(SqliteConnectOptions::from_str("sqlite:")
+        .map_err(|e| open_err(opts, e))?
         .filename(&opts.path)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(match opts.durability {
@@ -93,18 +106,62 @@ pub(crate) async fn open(
         .pragma("cache_size", "-32768")
         .pragma("temp_store", "memory")
         .statement_cache_capacity(256)
-        .log_statements(tracing::log::LevelFilter::Trace);
-    let writer = base
-        .clone()
-        .create_if_missing(true)
-        .connect()
-        .await
-        .map_err(open_err)?;
+        .log_statements(tracing::log::LevelFilter::Trace))
+}
+
+fn open_err(opts: &SqliteOptions, e: sqlx::Error) -> StoreError {
+    StoreError::Open(format!("{}: {e}", opts.path.display()))
+}
+
+/// Opens the writer connection (creating the file if needed), with the page limit `max_pages`
+/// if there is one.
+pub(crate) async fn writer(
+    opts: &SqliteOptions,
+    max_pages: Option<u32>,
+) -> Result<SqliteConnection, StoreError> {
+    let mut connect = base(opts)?.create_if_missing(true);
+    if let Some(n) = max_pages {
+        connect = connect.pragma("max_page_count", n.to_string());
+    }
+    connect.connect().await.map_err(|e| open_err(opts, e))
+}
+
+pub(crate) async fn open(
+    opts: &SqliteOptions,
+) -> Result<(SqliteConnection, SqlitePool), StoreError> {
+    let writer = writer(opts, opts.max_page_count).await?;
     let readers = SqlitePoolOptions::new()
         .max_connections(opts.readers.max(1))
         .min_connections(0)
-        .connect_with(base.read_only(true))
+        .connect_with(base(opts)?.read_only(true))
         .await
-        .map_err(open_err)?;
+        .map_err(|e| open_err(opts, e))?;
     Ok((writer, readers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_options_are_read() {
+        let o =
+            SqliteOptions::from_url("sqlite://l.db?durability=normal&max_page_count=64").unwrap();
+        assert_eq!(o.durability, Durability::Normal);
+        assert_eq!(o.max_page_count, Some(64));
+        assert_eq!(
+            SqliteOptions::from_url("l.db").unwrap().max_page_count,
+            None
+        );
+        for bad in [
+            "l.db?max_page_count=0",
+            "l.db?max_page_count=x",
+            "l.db?pages=1",
+        ] {
+            assert!(
+                matches!(SqliteOptions::from_url(bad), Err(StoreError::Open(_))),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -38,8 +38,7 @@ impl Request {
         }
     }
 
-    fn fail(self, msg: &str) {
-        let e = StoreError::Database(msg.to_string());
+    fn fail(self, e: StoreError) {
         match self {
             Request::Enqueue { reply, .. } => {
                 let _ = reply.send(Err(e));
@@ -118,8 +117,10 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
         }
         let Some(inner) = inner.upgrade() else { break };
         let result = {
-            let mut w = inner.writer.lock().await;
-            write_group(&mut w, &group).await
+            match inner.lock_writer().await {
+                Ok(mut w) => write_group(&mut w, &group).await,
+                Err(e) => Err(e),
+            }
         };
         match result {
             Ok(answers) => {
@@ -131,14 +132,15 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
                         (Request::Callback { reply, .. }, Answer::Recorded(r)) => {
                             let _ = reply.send(Ok(r));
                         }
-                        (req, _) => req.fail("a group commit answered out of order"),
+                        (req, _) => req.fail(StoreError::Database(
+                            "a group commit answered out of order".into(),
+                        )),
                     }
                 }
             }
             Err(e) => {
-                let msg = e.to_string();
                 for req in group {
-                    req.fail(&msg);
+                    req.fail(e.replicate());
                 }
             }
         }

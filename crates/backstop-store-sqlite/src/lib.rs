@@ -19,6 +19,7 @@ mod manual;
 mod migrate;
 #[cfg(test)]
 mod plans;
+mod probe;
 mod raw;
 mod read;
 mod retention;
@@ -35,10 +36,10 @@ use backstop_core::{
     CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
     TaskId,
 };
-use sqlx::SqliteConnection;
 use sqlx::sqlite::SqlitePool;
+use sqlx::{Connection, SqliteConnection};
 use std::sync::Arc;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 
 /// The SQLite ledger.
 #[derive(Clone)]
@@ -51,6 +52,39 @@ struct Inner {
     readers: SqlitePool,
     committer: enqueue::Committer,
     path: String,
+    /// For reopening the writer.
+    opts: SqliteOptions,
+    /// The writer's page limit now (see [`SqliteStore::set_max_page_count`]).
+    max_pages: std::sync::Mutex<Option<u32>>,
+}
+
+impl Inner {
+    /// Locks the writer connection, first replacing it if a failed transaction left it
+    /// unusable. When SQLite rolls a transaction back by itself (`SQLITE_FULL`, some I/O
+    /// errors), sqlx's `ROLLBACK` on drop fails and sqlx goes on counting the transaction as
+    /// open: every later `begin_with` on that connection would fail. A fresh connection has
+    /// nothing open; closing the old one rolls back anything SQLite still held.
+    async fn lock_writer(&self) -> Result<MutexGuard<'_, SqliteConnection>, StoreError> {
+        let mut w = self.writer.lock().await;
+        if w.is_in_transaction() {
+            // The rollback of a transaction dropped just now may still be queued on sqlx's
+            // worker: a ping lets it run first.
+            w.ping().await.map_err(db_err)?;
+        }
+        if w.is_in_transaction() {
+            tracing::warn!(
+                path = %self.path,
+                "a failed transaction left the writer connection unusable; reopening it"
+            );
+            let max_pages = *self.max_pages.lock().expect("not poisoned");
+            let fresh = connect::writer(&self.opts, max_pages).await?;
+            let old = std::mem::replace(&mut *w, fresh);
+            if let Err(e) = old.close().await {
+                tracing::warn!(error = %e, "closing the replaced writer connection failed");
+            }
+        }
+        Ok(w)
+    }
 }
 
 impl SqliteStore {
@@ -75,6 +109,8 @@ impl SqliteStore {
             readers,
             committer: enqueue::Committer::start(weak.clone()),
             path: opts.path.display().to_string(),
+            max_pages: std::sync::Mutex::new(opts.max_page_count),
+            opts,
         });
         Ok(SqliteStore { inner })
     }
@@ -83,17 +119,64 @@ impl SqliteStore {
     pub fn path(&self) -> &str {
         &self.inner.path
     }
+
+    /// Caps the database file at `pages` pages from now on, or lifts the cap (`None`); see
+    /// [`SqliteOptions::max_page_count`]. For tests and fault drills: lower it to make writes
+    /// fail as on a full disk, raise it to give the disk back. SQLite never sets the cap
+    /// below the file's current size.
+    pub async fn set_max_page_count(&self, pages: Option<u32>) -> Result<(), StoreError> {
+        let mut w = self.inner.lock_writer().await?;
+        // SQLite's own ceiling (SQLITE_MAX_PAGE_COUNT) when there is no cap.
+        let n = pages.unwrap_or(4_294_967_294);
+        // A pragma takes no parameters; `n` is a number.
+        sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA max_page_count = {n}")))
+            .execute(&mut *w)
+            .await
+            .map_err(db_err)?;
+        *self.inner.max_pages.lock().expect("not poisoned") = pages;
+        Ok(())
+    }
 }
 
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    let code = e
+        .as_database_error()
+        .and_then(|d| d.code())
+        .and_then(|c| c.parse::<i32>().ok());
+    match code {
+        Some(rc) if is_unavailable(rc) => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Database(e.to_string()),
+    }
+}
+
+/// Whether a result code (primary or extended) says that the file cannot take writes now
+/// rather than that the request is wrong: full (`SQLITE_FULL`, a disk or page limit),
+/// read-only, an I/O error, a file that cannot be opened, or locked by another process past
+/// the busy timeout.
+pub(crate) fn is_unavailable(rc: i32) -> bool {
+    use libsqlite3_sys as ffi;
+    matches!(
+        rc & 0xff,
+        ffi::SQLITE_FULL
+            | ffi::SQLITE_READONLY
+            | ffi::SQLITE_IOERR
+            | ffi::SQLITE_CANTOPEN
+            | ffi::SQLITE_BUSY
+    )
 }
 
 impl Store for SqliteStore {
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             migrate::run(&mut w).await
+        })
+    }
+
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            probe::check_writable(&mut w).await
         })
     }
 
@@ -103,49 +186,49 @@ impl Store for SqliteStore {
 
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             claim::claim(&mut w, &p).await
         })
     }
 
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             complete::complete(&mut w, &p).await
         })
     }
 
     fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             start::start(&mut w, &p).await
         })
     }
 
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             lease::heartbeat(&mut w, &p).await
         })
     }
 
     fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             lease::rescue(&mut w, &p).await
         })
     }
 
     fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             lease::expire(&mut w, &p).await
         })
     }
 
     fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             lease::release(&mut w, &p).await
         })
     }
@@ -172,28 +255,28 @@ impl Store for SqliteStore {
 
     fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             manual::retry(&mut w, &p).await
         })
     }
 
     fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             manual::resolve(&mut w, &p).await
         })
     }
 
     fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             manual::cancel(&mut w, &p).await
         })
     }
 
     fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             manual::redrive(&mut w, &p).await
         })
     }
@@ -218,25 +301,25 @@ impl Store for SqliteStore {
         p: LeadershipParams,
     ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             leader::acquire(&mut w, &p).await
         })
     }
 
     fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             leader::resign(&mut w, &p).await
         })
     }
 
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move { retention::prune(&self.inner.readers, &self.inner.writer, &p).await })
+        Box::pin(async move { retention::prune(&self.inner, &p).await })
     }
 
     fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             watch::beat(&mut w, &p).await
         })
     }
@@ -247,7 +330,7 @@ impl Store for SqliteStore {
 
     fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             watch::forget_beats(&mut w, &p).await
         })
     }
@@ -262,7 +345,7 @@ impl Store for SqliteStore {
 
     fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             statement_runs::record(&mut w, &run).await
         })
     }
@@ -286,7 +369,7 @@ impl Store for SqliteStore {
         p: TransitionParams,
     ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
         Box::pin(async move {
-            let mut w = self.inner.writer.lock().await;
+            let mut w = self.inner.lock_writer().await?;
             entities::transition(&mut w, &p).await
         })
     }

@@ -34,6 +34,23 @@ pub(crate) async fn write<R>(
     conn: &mut SqliteConnection,
     f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
+    transaction(conn, f, true).await
+}
+
+/// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer connection and rolls it back
+/// whatever `f` returns: for probes that must change nothing.
+pub(crate) async fn rolled_back<R>(
+    conn: &mut SqliteConnection,
+    f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    transaction(conn, f, false).await
+}
+
+async fn transaction<R>(
+    conn: &mut SqliteConnection,
+    f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
+    commit: bool,
+) -> Result<R, StoreError> {
     let mut guard = conn.lock_handle().await.map_err(crate::db_err)?;
     let handle = guard.as_raw_handle();
     let db = Db {
@@ -44,8 +61,11 @@ pub(crate) async fn write<R>(
         db.exec(c"BEGIN IMMEDIATE")?;
         let tx = Tx(&db);
         let out = f(&db)?;
-        db.exec(c"COMMIT")?;
-        std::mem::forget(tx);
+        if commit {
+            db.exec(c"COMMIT")?;
+            std::mem::forget(tx);
+        }
+        // Otherwise `tx` rolls back as it drops.
         Ok(out)
     };
     use tokio::runtime::{Handle, RuntimeFlavor};
@@ -138,7 +158,12 @@ impl Db<'_> {
 fn error(handle: NonNull<ffi::sqlite3>, rc: c_int) -> StoreError {
     // SAFETY: the handle is open and locked; the message is copied before any other call.
     let msg = unsafe { CStr::from_ptr(ffi::sqlite3_errmsg(handle.as_ptr())) };
-    StoreError::Database(format!("{} (code {rc})", msg.to_string_lossy()))
+    let msg = format!("{} (code {rc})", msg.to_string_lossy());
+    if crate::is_unavailable(rc) {
+        StoreError::Unavailable(msg)
+    } else {
+        StoreError::Database(msg)
+    }
 }
 
 /// A value bound to a parameter, borrowed for the one execution it is bound for.

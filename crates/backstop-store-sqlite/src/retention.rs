@@ -7,9 +7,7 @@ use crate::row::jiff_ms::to_ms;
 use crate::row::status_code;
 use backstop_core::StoreError;
 use backstop_core::store::PruneParams;
-use sqlx::sqlite::SqlitePool;
-use sqlx::{Connection, SqliteConnection};
-use tokio::sync::Mutex;
+use sqlx::Connection;
 
 /// Tasks of status `?1` last changed before `?2`, oldest first, at most `?3`.
 const PICK: &str = "
@@ -27,11 +25,7 @@ const DELETE_TASKS: &str = "
 DELETE FROM backstop_tasks
 WHERE seq IN (SELECT value FROM json_each(?1)) AND status = ?2 AND updated_at < ?3";
 
-pub(crate) async fn prune(
-    readers: &SqlitePool,
-    writer: &Mutex<SqliteConnection>,
-    p: &PruneParams,
-) -> Result<u64, StoreError> {
+pub(crate) async fn prune(inner: &crate::Inner, p: &PruneParams) -> Result<u64, StoreError> {
     if p.limit == 0 {
         return Ok(0);
     }
@@ -41,14 +35,14 @@ pub(crate) async fn prune(
         .bind(status)
         .bind(before)
         .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
-        .fetch_all(readers)
+        .fetch_all(&inner.readers)
         .await
         .map_err(db_err)?;
     if seqs.is_empty() {
         return Ok(0);
     }
     let seqs = serde_json::Value::from(seqs).to_string();
-    let mut w = writer.lock().await;
+    let mut w = inner.lock_writer().await?;
     let mut tx = w.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
     sqlx::query(DELETE_EVENTS)
         .bind(&seqs)

@@ -15,6 +15,7 @@ mod fixtures;
 mod holds;
 mod leadership;
 pub mod outbox;
+pub mod proxy;
 mod redrive;
 mod retention;
 pub mod server;
@@ -72,6 +73,7 @@ macro_rules! conformance_suite {
             prune_deletes_only_old_tasks_of_the_status,
             prune_takes_bounded_batches,
             beats_are_overwritten_by_name_and_listed_by_prefix,
+            the_write_probe_passes_and_leaves_nothing,
             backlog_counts_pending_due_overdue_and_running_per_kind,
             audit_pages_walk_the_ledger_in_id_order,
             a_ledger_driven_through_every_transition_audits_clean,

@@ -331,3 +331,17 @@ where
         (bad, backstop_core::audit::DriftRule::AttemptsMismatch)
     );
 }
+
+pub async fn the_write_probe_passes_and_leaves_nothing(store: S) {
+    store
+        .check_writable()
+        .await
+        .expect("a migrated ledger takes writes");
+    store.check_writable().await.expect("and again");
+    assert!(
+        store.beats("").await.unwrap().is_empty(),
+        "the probe's row is rolled back"
+    );
+    assert_eq!(store.counts(None).await.unwrap(), StatusCounts::default());
+    put(&*store, task("k", "after-probe", "{}")).await;
+}

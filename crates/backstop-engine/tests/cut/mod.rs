@@ -44,6 +44,9 @@ impl Store for Cut {
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.gate(self.inner.migrate())
     }
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.check_writable())
+    }
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
         self.gate(self.inner.enqueue(p))
     }

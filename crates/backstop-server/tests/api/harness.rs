@@ -76,6 +76,8 @@ pub struct Api {
     pub base: String,
     pub client: reqwest::Client,
     pub store: Arc<dyn Store>,
+    /// The same store, for what only SQLite has (its page limit, to fill the disk).
+    pub sqlite: SqliteStore,
     pub clock: Option<Arc<ManualClock>>,
     /// Sent with every request when set.
     pub token: Option<String>,
@@ -87,11 +89,10 @@ pub struct Api {
 impl Api {
     pub async fn start(s: Setup) -> Api {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&dir.path().join("api.db").display().to_string())
-                .await
-                .unwrap(),
-        );
+        let sqlite = SqliteStore::open(&dir.path().join("api.db").display().to_string())
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(sqlite.clone());
         let manual = s
             .manual_clock
             .then(|| Arc::new(ManualClock::new(jiff::Timestamp::now())));
@@ -144,6 +145,7 @@ impl Api {
             base,
             client: reqwest::Client::new(),
             store,
+            sqlite,
             clock: manual,
             token: None,
             stop,

@@ -36,6 +36,102 @@ async fn health_and_readiness() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_ledger_is_not_ready_and_answers_503_until_space_is_back() {
+    let api = Api::start(Setup::default()).await;
+    // The disk fills: the file may not grow, and small enqueues fill its pages.
+    api.sqlite.set_max_page_count(Some(1)).await.unwrap();
+    for i in 0.. {
+        let t = backstop_core::NewTask {
+            id: backstop_core::TaskId::new(),
+            kind: "report.render".into(),
+            key: format!("f{i}"),
+            payload: format!("\"{}\"", "z".repeat(4000)).into_bytes(),
+            max_attempts: 3,
+            run_at: jiff::Timestamp::now(),
+            expires_at: None,
+            traceparent: None,
+        };
+        let r = api
+            .store
+            .enqueue(backstop_core::store::EnqueueParams {
+                tasks: vec![t],
+                now: jiff::Timestamp::now(),
+            })
+            .await;
+        if r.is_err() {
+            break;
+        }
+    }
+    let (s, v) = api.get("/readyz").await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["type"], "urn:backstop:problem:not-ready");
+    assert!(v["detail"].as_str().unwrap().contains("full"), "{v}");
+    // A write is refused at once, as "come back later", not as an internal error.
+    let body = serde_json::to_vec(&task(
+        "report.render",
+        "big",
+        json!({"b": "y".repeat(20_000)}),
+    ))
+    .unwrap();
+    let resp = api
+        .client
+        .post(format!("{}/v1/tasks", api.base))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "5");
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["type"], "urn:backstop:problem:ledger-unavailable", "{v}");
+    // Space comes back: ready again, and the same write goes through.
+    api.sqlite.set_max_page_count(None).await.unwrap();
+    assert_eq!(api.get("/readyz").await, (200, json!({"status": "ok"})));
+    let (s, v) = api
+        .post(
+            "/v1/tasks",
+            task("report.render", "big", json!({"b": "y".repeat(20_000)})),
+        )
+        .await;
+    assert_eq!(s, 201, "{v}");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_within_its_deadline_behind_another_writer() {
+    use sqlx::Connection;
+    let api = Api::start(Setup::default()).await;
+    // Another process holds the file's write lock (SQLite's busy timeout is 10 s).
+    let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", api.sqlite.path()))
+        .await
+        .unwrap();
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (s, v) = api.get("/readyz").await;
+    let took = started.elapsed();
+    assert_eq!(s, 503, "{v}");
+    assert!(
+        took < std::time::Duration::from_secs(3),
+        "readyz took {took:?}"
+    );
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    other.close().await.unwrap();
+    let back = std::time::Instant::now();
+    while api.get("/readyz").await.0 != 200 {
+        assert!(
+            back.elapsed() < std::time::Duration::from_secs(15),
+            "not ready again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_what_happened_and_pass_promtool() {
     let api = Api::start(Setup {
         kinds: vec![crate::harness::pull("metrics.kind")],

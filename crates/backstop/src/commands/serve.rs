@@ -4,7 +4,8 @@
 
 use super::Ctx;
 use crate::cli::ServeArgs;
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
+use backstop_core::Store;
 use backstop_server::AppState;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -18,6 +19,7 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> Result<()> {
     // Before the engine is built: its per-kind metric handles bind to this recorder.
     let metrics = backstop_server::install_recorder();
     let store = ctx.store().await?;
+    check_writable(ctx, &*store).await?;
     let engine = ctx.engine(store)?;
     if ctx.config.kinds.is_empty() {
         tracing::warn!("no kinds are configured: only lease rescue will run (see backstop.toml)");
@@ -74,4 +76,25 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> Result<()> {
     }
     let _ = upkeep.await;
     Ok(())
+}
+
+/// How long `serve` waits, at start, for the ledger to take a (rolled-back) write.
+const START_WRITE_CHECK: Duration = Duration::from_secs(10);
+
+/// Refuses to serve a ledger that cannot take writes (read-only, full, unreachable): a
+/// server on it would answer every write with a 503; failing at start names the cause in one
+/// line instead.
+async fn check_writable(ctx: &Ctx, store: &dyn Store) -> Result<()> {
+    match tokio::time::timeout(START_WRITE_CHECK, store.check_writable()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => bail!(
+            "database {}: not serving, the ledger cannot take writes: {e}",
+            ctx.database
+        ),
+        Err(_) => bail!(
+            "database {}: not serving, the ledger did not take a write within {} s",
+            ctx.database,
+            START_WRITE_CHECK.as_secs()
+        ),
+    }
 }
