@@ -29,6 +29,9 @@ struct Args {
     /// Run only these scenarios (comma-separated names; see --list).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Leave these scenarios out (comma-separated names), e.g. `pg-restart` on a shared server.
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
     /// Print the profile's scenarios and exit.
     #[arg(long)]
     list: bool,
@@ -71,19 +74,20 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             profile::PROFILES.join(", ")
         );
     };
-    if !args.only.is_empty() {
-        for name in &args.only {
-            if !scenarios.iter().any(|s| s.name == name) {
-                let known: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
-                bail!(
-                    "--only {name}: no such scenario in the {} profile (known: {})",
-                    args.profile,
-                    known.join(", ")
-                );
-            }
+    for name in args.only.iter().chain(&args.skip) {
+        if !scenarios.iter().any(|s| s.name == name) {
+            let known: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
+            bail!(
+                "no scenario {name:?} in the {} profile (known: {})",
+                args.profile,
+                known.join(", ")
+            );
         }
+    }
+    if !args.only.is_empty() {
         scenarios.retain(|s| args.only.iter().any(|n| n == s.name));
     }
+    scenarios.retain(|s| !args.skip.iter().any(|n| n == s.name));
     if args.list {
         for s in &scenarios {
             println!(

@@ -8,7 +8,7 @@ use crate::profile::{Fault, Scenario};
 use crate::target::{self, Behaviour, Target, now_ms};
 use crate::verdict::{self, LedgerStatus, Row};
 use anyhow::{Context as _, bail};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -132,16 +132,21 @@ async fn run_on(
     }
     // Late redeliveries (or a second task for a key) would show up now.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // The verdict reads the log from disk; what it lacks, the ledger is asked about.
+    let deliveries = target::read_log(&target.path)?;
+    let logged: HashSet<&str> = deliveries
+        .iter()
+        .filter(|d| (200..300).contains(&d.status))
+        .map(|d| d.key.as_str())
+        .collect();
     let mut ledger = HashMap::new();
     for (key, id) in &acks.ids {
-        if !target.has(key) {
+        if !logged.contains(key.as_str()) {
             ledger.insert(id.clone(), ask_ledger(&ctx.http, &fleet, id).await);
         }
     }
     fleet.stop().await;
-    let path = target.path.clone();
     target.stop();
-    let deliveries = target::read_log(&path)?;
     let mut row = verdict::judge(
         &acks.ids,
         acks.unacknowledged.len(),
