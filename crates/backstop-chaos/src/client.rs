@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 pub struct Acks {
     /// Business key → the task id its 2xx answer named.
     pub ids: HashMap<String, String>,
+    /// Business key → when its 2xx came (Unix ms).
+    pub acked_at: HashMap<String, u64>,
     /// Keys that never got a 2xx before the client's deadline.
     pub unacknowledged: Vec<String>,
     /// Keys refused for good (4xx other than 408/425/429): a harness or server bug.
@@ -59,6 +61,7 @@ pub async fn enqueue_all(
                 let k = key(i);
                 match one(&http, &bases, &mut at, &k, i, deadline, &failed).await {
                     Outcome::Acked(id) => {
+                        mine.acked_at.insert(k.clone(), crate::target::now_ms());
                         mine.ids.insert(k, id);
                     }
                     Outcome::Refused(why) => mine.refused.push((k, why)),
@@ -72,6 +75,7 @@ pub async fn enqueue_all(
     for h in handles {
         if let Ok(part) = h.await {
             all.ids.extend(part.ids);
+            all.acked_at.extend(part.acked_at);
             all.unacknowledged.extend(part.unacknowledged);
             all.refused.extend(part.refused);
         }

@@ -95,6 +95,13 @@ impl Process {
         Ok(())
     }
 
+    /// How it ended, if it ended by itself (nobody killed or stopped it).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// SIGTERM, then SIGKILL if it has not ended within `grace`.
     pub async fn stop(&mut self, grace: Duration) {
         let Some(mut child) = self.child.take() else {

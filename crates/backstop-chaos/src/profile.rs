@@ -35,8 +35,8 @@ pub struct Scenario {
     pub name: &'static str,
     pub backend: Backend,
     pub processes: usize,
-    /// Tasks enqueued, evenly over `span` (a little shorter than the faults, so that the
-    /// recovery time measures the recovery, not the end of the enqueues).
+    /// Tasks enqueued, evenly over `span` (a little longer than the faults, so that the last
+    /// fault lands while work flows).
     pub tasks: usize,
     pub span: Duration,
     pub fault: Fault,
@@ -70,7 +70,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             backend: Backend::Sqlite,
             processes: 1,
             tasks: 3000 * t,
-            span: secs(10 * s as u64),
+            span: secs(15 * s as u64),
             fault: Fault::Kills {
                 count: 10 * f,
                 every: (ms(700), ms(1500)),
@@ -82,7 +82,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             backend: Backend::Postgres,
             processes: 3,
             tasks: 4000 * t,
-            span: secs(10 * s as u64),
+            span: secs(15 * s as u64),
             fault: Fault::Kills {
                 count: 8 * f,
                 every: (ms(1000), ms(2000)),
@@ -94,7 +94,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             backend: Backend::Postgres,
             processes: 2,
             tasks: 3000 * t,
-            span: secs(8 * s as u64),
+            span: secs(11 * s as u64),
             fault: Fault::BackendKills {
                 rounds: 20 * f,
                 every: ms(400),
@@ -106,7 +106,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             backend: Backend::Postgres,
             processes: 2,
             tasks: 3000 * t,
-            span: secs(6 * s as u64),
+            span: secs(8 * s as u64),
             fault: Fault::Restarts {
                 count: f,
                 every: secs(5),
@@ -130,7 +130,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             backend: Backend::Sqlite,
             processes: 1,
             tasks: 2000 * t,
-            span: secs(5 * s as u64),
+            span: secs(8 * s as u64),
             fault: Fault::SlowTarget {
                 lasting: secs(5 * s as u64),
             },
@@ -141,7 +141,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             backend: Backend::Sqlite,
             processes: 1,
             tasks: 2000 * t,
-            span: secs(5 * s as u64),
+            span: secs(8 * s as u64),
             fault: Fault::RecoveringTarget {
                 lasting: secs(5 * s as u64),
             },
@@ -156,7 +156,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
                 backend: Backend::Mysql,
                 processes: 3,
                 tasks: 4000 * t,
-                span: secs(10 * s as u64),
+                span: secs(15 * s as u64),
                 fault: Fault::Kills {
                     count: 8 * f,
                     every: (ms(1000), ms(2000)),

@@ -145,10 +145,20 @@ async fn run_on(
             ledger.insert(id.clone(), ask_ledger(&ctx.http, &fleet, id).await);
         }
     }
+    let mut exits = Vec::new();
+    for (i, p) in fleet.processes.iter_mut().enumerate() {
+        if let Some(status) = p.exited() {
+            exits.push(format!(
+                "process {i} ended by itself ({status}): {}",
+                p.log_tail()
+            ));
+        }
+    }
     fleet.stop().await;
     target.stop();
     let mut row = verdict::judge(
         &acks.ids,
+        &acks.acked_at,
         acks.unacknowledged.len(),
         &deliveries,
         &ledger,
@@ -158,6 +168,7 @@ async fn run_on(
         row.examples.push(format!("refused: {key}: {why}"));
     }
     row.unacknowledged += acks.refused.len();
+    row.examples.extend(exits);
     Ok(Outcome::Ran { row, faults })
 }
 

@@ -39,7 +39,9 @@ pub struct Row {
     pub ended: usize,
     /// Keys the client never got acknowledged before its deadline.
     pub unacknowledged: usize,
-    /// From the last fault to the last first delivery of a task.
+    /// From the end of the last fault to the last delivery (redeliveries included) of a task
+    /// acknowledged before it: how long the backlog and the work the last fault stranded took
+    /// to clear (0 when nothing was left to deliver).
     pub recovery: Option<Duration>,
     /// Examples of what went wrong, for the report under the table.
     pub examples: Vec<String>,
@@ -52,10 +54,11 @@ impl Row {
     }
 }
 
-/// Judges a scenario. `acked` is key → task id; `ledger` has the status of every acknowledged
+/// Judges a scenario. `acked` is key → task id, `acked_at` key → when (Unix ms); `ledger` has the status of every acknowledged
 /// task the target never received; `last_fault_ms` is when the last fault ended.
 pub fn judge(
     acked: &HashMap<String, String>,
+    acked_at: &HashMap<String, u64>,
     unacknowledged: usize,
     log: &[Delivery],
     ledger: &HashMap<String, LedgerStatus>,
@@ -66,15 +69,15 @@ pub fn judge(
         unacknowledged,
         ..Row::default()
     };
-    // Per key: the ids delivered with a 2xx, and when the key was first delivered.
+    // Per key: the ids delivered with a 2xx, and when the key was last delivered.
     let mut ids: HashMap<&str, HashSet<&str>> = HashMap::new();
-    let mut first: HashMap<&str, u64> = HashMap::new();
+    let mut last: HashMap<&str, u64> = HashMap::new();
     let mut ok = 0usize;
     for d in log.iter().filter(|d| (200..300).contains(&d.status)) {
         ok += 1;
         ids.entry(&d.key).or_default().insert(&d.id);
-        let at = first.entry(&d.key).or_insert(d.at_ms);
-        *at = (*at).min(d.at_ms);
+        let at = last.entry(&d.key).or_insert(d.at_ms);
+        *at = (*at).max(d.at_ms);
     }
     let pairs: usize = ids.values().map(HashSet::len).sum();
     row.redelivered = ok - pairs;
@@ -111,9 +114,14 @@ pub fn judge(
                 .push(format!("undelivered: {key} ({id}): ledger says {status:?}"));
         }
     }
-    if let Some(last) = first.values().max() {
-        row.recovery = Some(Duration::from_millis(last.saturating_sub(last_fault_ms)));
-    }
+    let backlog_cleared = last
+        .iter()
+        .filter(|(key, _)| acked_at.get(**key).is_some_and(|at| *at <= last_fault_ms))
+        .map(|(_, at)| *at)
+        .max();
+    row.recovery = Some(Duration::from_millis(
+        backlog_cleared.unwrap_or(0).saturating_sub(last_fault_ms),
+    ));
     row.examples.truncate(10);
     row
 }
@@ -132,6 +140,10 @@ mod tests {
         }
     }
 
+    fn at(pairs: &[(&str, u64)]) -> HashMap<String, u64> {
+        pairs.iter().map(|(k, t)| (k.to_string(), *t)).collect()
+    }
+
     fn acked(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
             .iter()
@@ -148,6 +160,7 @@ mod tests {
         ];
         let row = judge(
             &acked(&[("a", "1"), ("b", "2")]),
+            &at(&[("a", 1), ("b", 2)]),
             0,
             &log,
             &HashMap::new(),
@@ -159,9 +172,25 @@ mod tests {
     }
 
     #[test]
+    fn recovery_counts_only_work_acknowledged_before_the_last_fault() {
+        // a was acknowledged before the fault at 100 and delivered at 400; b came after it.
+        let log = [d("a", "1", 400, 200), d("b", "2", 900, 200)];
+        let ids = acked(&[("a", "1"), ("b", "2")]);
+        let row = judge(
+            &ids,
+            &at(&[("a", 50), ("b", 800)]),
+            0,
+            &log,
+            &HashMap::new(),
+            100,
+        );
+        assert_eq!(row.recovery, Some(Duration::from_millis(300)));
+    }
+
+    #[test]
     fn a_key_under_a_second_id_is_a_duplicate() {
         let log = [d("a", "1", 10, 200), d("a", "9", 20, 200)];
-        let row = judge(&acked(&[("a", "1")]), 0, &log, &HashMap::new(), 0);
+        let row = judge(&acked(&[("a", "1")]), &at(&[]), 0, &log, &HashMap::new(), 0);
         assert_eq!(row.duplicated, 1);
         assert!(row.failed());
     }
@@ -178,6 +207,7 @@ mod tests {
         .into();
         let row = judge(
             &acked(&[("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")]),
+            &at(&[]),
             0,
             &log,
             &ledger,
