@@ -120,7 +120,7 @@ pub fn scenarios(profile: &str) -> Option<Vec<Scenario>> {
             tasks: 3000 * t,
             span: secs(10 * s as u64),
             fault: Fault::DiskFull {
-                max_page_count: 150 * t as u32,
+                max_page_count: 50 * t as u32,
                 full_for: secs(4),
             },
             recovery_limit: limit,
