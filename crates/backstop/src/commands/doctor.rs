@@ -2,8 +2,8 @@
 
 use super::{Ctx, print_json};
 use anyhow::Result;
-use backstop_core::store::BacklogParams;
-use backstop_core::{Clock, Status, SystemClock};
+use backstop_core::store::{BacklogParams, ListParams};
+use backstop_core::{Clock, Status, Store, SystemClock};
 use backstop_engine::reconciler::nodes::{NODE_PREFIX, NodeBeat};
 use backstop_engine::reconciler::overdue::{Overdue, judge};
 use backstop_engine::reconciler::{PassReport, RECONCILER_BEAT};
@@ -41,6 +41,43 @@ struct KindHealth {
     running: u64,
     oldest_pending_age_s: Option<f64>,
     dead_letters: u64,
+}
+
+/// How many of a kind's newest tasks are looked at to tell whether its attempts all fail.
+const RECENT: usize = 20;
+/// The fewest tried tasks that make "every one failed" a finding rather than chance.
+const FAILING_AFTER: usize = 3;
+
+/// Whether every recently tried task of `kind` ended its last attempt in failure (a dead
+/// letter, or a retry waiting after an error): the downstream is likely broken. `None` when
+/// some succeeded or too few were tried to say.
+async fn failing(store: &dyn Store, kind: &str) -> Result<Option<String>> {
+    let recent = store
+        .list(ListParams {
+            kind: Some(kind.into()),
+            limit: RECENT,
+            ..Default::default()
+        })
+        .await?;
+    // Running or held tasks have no finished last attempt to judge.
+    let tried: Vec<_> = recent
+        .iter()
+        .filter(|t| t.attempts > 0 && t.status != Status::Running && !t.is_held())
+        .collect();
+    let failed = |t: &&backstop_core::Task| {
+        t.status == Status::Failed || (t.status == Status::Pending && t.last_error.is_some())
+    };
+    if tried.len() < FAILING_AFTER || !tried.iter().all(failed) {
+        return Ok(None);
+    }
+    let last = tried[0]
+        .last_error
+        .as_deref()
+        .unwrap_or("no error recorded");
+    Ok(Some(format!(
+        "the last attempt of each of its {} most recent tried tasks failed (latest error: {last})",
+        tried.len()
+    )))
 }
 
 fn age(from: Timestamp, now: Timestamp) -> f64 {
@@ -120,6 +157,15 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
     for k in names {
         let b = backlog.iter().find(|b| b.kind == k);
         let dead = store.counts(Some(&k)).await?.get(Status::Failed);
+        // Dead letters wait for a person: that is what doctor is for.
+        if dead > 0 {
+            problems.push(format!(
+                "{k}: {dead} dead letter(s) waiting for a person (backstop dead list --kind {k}; retry or resolve them)"
+            ));
+        }
+        if let Some(why) = failing(&*store, &k).await? {
+            problems.push(format!("{k}: {why}"));
+        }
         kinds.push(KindHealth {
             pending: b.map_or(0, |b| b.pending),
             due: b.map_or(0, |b| b.due),
