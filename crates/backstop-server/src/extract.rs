@@ -1,10 +1,12 @@
 //! Request extractors whose rejections are problem documents: a body that is too large,
-//! malformed or of the wrong shape gets a 4xx that says which, never axum's plain text.
+//! malformed, of the wrong shape or not declared as JSON gets a 4xx that says which, never
+//! axum's plain text.
 
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
 
 /// A JSON body, read up to the configured size limit.
@@ -36,6 +38,7 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 }
 
 async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, Problem> {
+    require_json(req.headers())?;
     let limit = state.limits().max_body;
     axum::body::to_bytes(req.into_body(), limit)
         .await
@@ -44,6 +47,40 @@ async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, 
                 "the request body is over the limit of {limit} bytes (api.max_body)"
             ))
         })
+}
+
+/// A JSON body must say so: `text/plain`, form types or no content type at all are what a
+/// browser sends cross-origin without asking first (a "simple request"), so accepting them
+/// would let any web page on the machine write into an open loopback API. A 415 before the
+/// body is read; `application/json` (any parameters) and `application/*+json` are JSON.
+fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let essence = given.as_deref().map(|v| {
+        v.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
+    let json = essence.as_deref().is_some_and(|m| {
+        m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+    });
+    if json {
+        return Ok(());
+    }
+    let what = match &given {
+        Some(v) => format!("Content-Type {v:?}"),
+        None => "no Content-Type".to_string(),
+    };
+    Err(Problem::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+        format!(
+            "this endpoint takes JSON, and the request has {what}: send Content-Type: application/json (an empty body where the body is optional)"
+        ),
+    ))
 }
 
 /// Malformed JSON is a 400; well-formed JSON of the wrong shape is a 422 naming the field.

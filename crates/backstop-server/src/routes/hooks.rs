@@ -249,7 +249,7 @@ pub struct RequestPage {
 }
 
 /// Recent requests of one source, newest first, with their verdicts.
-#[utoipa::path(get, path = "/v1/hooks/{source}/requests", tag = "hooks",
+#[utoipa::path(get, path = "/v1/hooks/{source}/requests", tag = "hooks", operation_id = "list_hook_requests",
     params(("source" = String, Path, description = "A configured `[sources.NAME]`"), RequestsQuery),
     responses(
         (status = 200, description = "One page of requests", body = RequestPage),
@@ -272,7 +272,7 @@ async fn requests(
     };
     if limit == 0 || limit > max {
         return Err(Problem::invalid(format!(
-            "limit must be a whole number between 1 and {max}, got {}",
+            "limit must be a whole number between 1 and {max} (api.max_list), got {}",
             q.limit.as_deref().unwrap_or("")
         )));
     }

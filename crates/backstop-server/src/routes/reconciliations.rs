@@ -115,7 +115,7 @@ fn time(o: &Option<String>, name: &str) -> Result<Option<jiff::Timestamp>, Probl
 
 /// Reconciles the statement in the body (up to `api.max_body`; larger statements go through
 /// `backstop reconcile`).
-#[utoipa::path(post, path = "/v1/reconciliations", tag = "reconciliations",
+#[utoipa::path(post, path = "/v1/reconciliations", tag = "reconciliations", operation_id = "create_reconciliation",
     params(ReconcileQuery),
     request_body(content = String, content_type = "text/csv", description = "The statement: CSV with a header row, or JSON lines"),
     responses(
@@ -223,7 +223,7 @@ fn view(r: backstop_core::store::StatementRun, with_report: bool) -> RunView {
 }
 
 /// Reconciliation runs, newest first.
-#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations",
+#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations", operation_id = "list_reconciliations",
     params(ListQuery),
     responses(
         (status = 200, description = "Runs, newest first (without their reports)", body = RunList),
@@ -255,7 +255,7 @@ async fn list(
 }
 
 /// One run with its report.
-#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations",
+#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations", operation_id = "show_reconciliation",
     params(("id" = String, Path, description = "Run id (`st-…`)")),
     responses(
         (status = 200, description = "The run and its report", body = RunView),
