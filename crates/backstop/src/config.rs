@@ -188,7 +188,7 @@ impl Config {
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
             file: file.into(),
-            error: e.to_string().trim().replace('\n', " "),
+            error: syntax_error(text, &e),
         })?;
         let invalid = |key: String, error: String| ConfigError::Invalid {
             file: file.into(),
@@ -469,6 +469,34 @@ fn api(
     Ok(api)
 }
 
+/// One line: where, the line itself, and what is wrong in words (serde says `expected u32`
+/// for "a whole number").
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let mut what = e.message().trim().replace('\n', " ");
+    for (rust, words) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u64", "expected a whole number of 0 or more"),
+        ("expected usize", "expected a whole number of 0 or more"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+    ] {
+        what = what.replace(rust, words);
+    }
+    let Some(span) = e.span() else {
+        return what;
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    let shown = text.lines().nth(line - 1).unwrap_or("").trim();
+    format!("line {line}, column {column} (`{shown}`): {what}")
+}
+
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.trim();
     if hex.len() != 64 {
@@ -670,6 +698,14 @@ timeout = "10x""#,
                 "kinds.\"a\".secret",
             ),
             (
+                "[kinds.a]\nsecret = \"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nurl = \"http://x\"",
+                "kinds.\"a\".secret: webhook secret does not start with `whsec_`",
+            ),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nsecret = \"raw-secret\"",
+                "alerts[0].secret: webhook secret does not start with `whsec_`",
+            ),
+            (
                 "[kinds.a]\nurl = \"http://x\"\nmax_attempts = 0",
                 "kinds.\"a\".max_attempts",
             ),
@@ -682,6 +718,14 @@ timeout = "10x""#,
                 "unknown field `concurency`",
             ),
             ("[kinds.a]\n", "kinds.\"a\".url: missing"),
+            (
+                "[kinds.a]\nurl = \"http://x\"\nmax_attempts = \"x\"",
+                "t.toml: line 3, column 16 (`max_attempts = \"x\"`): invalid type: string \"x\", expected a whole number from 0 to 4294967295",
+            ),
+            (
+                "[api]\nmax_list = -1",
+                "t.toml: line 2, column 12 (`max_list = -1`): invalid value: integer `-1`, expected a whole number of 0 or more",
+            ),
             (
                 "[kinds.a]\ntarget = \"pull\"\nurl = \"http://x\"",
                 "kinds.\"a\".url: a pull kind",

@@ -46,13 +46,26 @@ fn usage_error(e: clap::Error) -> ExitCode {
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
         _ => {
-            let text = e.render().to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("error: bad usage");
-            eprintln!("{line} (see --help)");
+            eprintln!("{} (see --help)", first_paragraph(&e.render().to_string()));
             ExitCode::from(2)
         }
+    }
+}
+
+/// clap's first paragraph as one line: "the following required arguments were not
+/// provided:" is followed by the arguments' names on lines of their own, and those names are
+/// the point of the message.
+fn first_paragraph(text: &str) -> String {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim);
+    let head = lines.next().unwrap_or("error: bad usage").to_string();
+    let rest: Vec<&str> = lines.collect();
+    if rest.is_empty() {
+        head
+    } else {
+        format!("{head} {}", rest.join(", "))
     }
 }
