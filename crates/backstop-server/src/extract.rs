@@ -8,6 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
+use std::time::Duration;
 
 /// A JSON body, read up to the configured size limit.
 pub struct ApiJson<T>(pub T);
@@ -40,13 +41,44 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, Problem> {
     require_json(req.headers())?;
     let limit = state.limits().max_body;
-    axum::body::to_bytes(req.into_body(), limit)
+    read_body_within(req.into_body(), limit, state.limits().body_timeout)
         .await
-        .map_err(|_| {
-            Problem::too_large(format!(
+        .map_err(|e| match e {
+            BodyError::TimedOut(p) => p,
+            BodyError::TooLarge => Problem::too_large(format!(
                 "the request body is over the limit of {limit} bytes (api.max_body)"
-            ))
+            )),
         })
+}
+
+/// Why a body could not be read.
+pub enum BodyError {
+    /// Over the size limit, or the connection broke off while sending it.
+    TooLarge,
+    /// Not all of it arrived within `api.body_timeout`: the 408 to answer.
+    TimedOut(Problem),
+}
+
+/// Reads a whole body of at most `limit` bytes, within `timeout`. A client that announces a
+/// `Content-Length` and sends less would otherwise hold its connection (and a file
+/// descriptor) for as long as it likes.
+pub async fn read_body_within(
+    body: axum::body::Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<axum::body::Bytes, BodyError> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(BodyError::TooLarge),
+        Err(_) => Err(BodyError::TimedOut(Problem::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body-timeout",
+            format!(
+                "the request body did not arrive within {} (api.body_timeout)",
+                backstop_core::duration::format_duration(timeout)
+            ),
+        ))),
+    }
 }
 
 /// A JSON body must say so: `text/plain`, form types or no content type at all are what a

@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 /// `lease-lost` (stop working on the task; the outcome was not recorded),
 /// `already-completed` (the attempt already ended with another outcome), `too-large`,
 /// `unsupported-media-type` (a JSON body without `Content-Type: application/json`),
+/// `body-timeout` (408: the body did not arrive within `api.body_timeout`),
 /// `method-not-allowed`, `not-ready`, `internal`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Problem {

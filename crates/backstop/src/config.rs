@@ -9,7 +9,7 @@ use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, Machine, RetryPolicy, Target};
 use backstop_engine::alerts::AlertOptions;
 use backstop_engine::{EngineOptions, RetentionPolicy};
-use backstop_server::{ApiToken, Limits};
+use backstop_server::{ApiToken, ConnectionLimits, Limits};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -40,6 +40,8 @@ pub struct ApiConfig {
     pub listen: SocketAddr,
     pub tokens: Vec<ApiToken>,
     pub limits: Limits,
+    /// Header deadline and connection cap of the listener.
+    pub connections: ConnectionLimits,
 }
 
 /// Where the API listens unless configured otherwise.
@@ -51,6 +53,7 @@ impl Default for ApiConfig {
             listen: DEFAULT_LISTEN.parse().expect("a socket address"),
             tokens: Vec::new(),
             limits: Limits::default(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -125,6 +128,9 @@ struct RawApi {
     max_lease: Option<String>,
     max_wait: Option<String>,
     max_list: Option<usize>,
+    header_read_timeout: Option<String>,
+    body_timeout: Option<String>,
+    max_connections: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -456,12 +462,35 @@ fn api(
         &mut l.max_lease_tasks,
     )?;
     count("max_list", raw.max_list, &mut l.max_list)?;
+    let c = &mut api.connections;
+    count(
+        "max_connections",
+        raw.max_connections,
+        &mut c.max_connections,
+    )?;
     for (key, v, into) in [
         ("max_lease", &raw.max_lease, &mut l.max_lease),
         ("max_wait", &raw.max_wait, &mut l.max_wait),
+        ("body_timeout", &raw.body_timeout, &mut l.body_timeout),
+        (
+            "header_read_timeout",
+            &raw.header_read_timeout,
+            &mut c.header_read_timeout,
+        ),
     ] {
         if let Some(v) = v {
             *into = parse_duration(v).map_err(|e| invalid(format!("api.{key}"), e.to_string()))?;
+        }
+    }
+    for (key, d) in [
+        ("body_timeout", l.body_timeout),
+        ("header_read_timeout", c.header_read_timeout),
+    ] {
+        if d.is_zero() {
+            return Err(invalid(
+                format!("api.{key}"),
+                "must be longer than 0s: a request needs time to arrive".into(),
+            ));
         }
     }
     api.check_exposure(api.listen)
@@ -629,6 +658,9 @@ mod tests {
             listen = "0.0.0.0:7400"
             max_batch = 10
             max_wait = "5s"
+            header_read_timeout = "3s"
+            body_timeout = "7s"
+            max_connections = 64
             [[api.tokens]]
             name = "ops"
             sha256 = "{hash}"
@@ -644,6 +676,12 @@ mod tests {
         assert_eq!(c.api.listen.to_string(), "0.0.0.0:7400");
         assert_eq!(c.api.limits.max_batch, 10);
         assert_eq!(c.api.limits.max_wait, Duration::from_secs(5));
+        assert_eq!(c.api.limits.body_timeout, Duration::from_secs(7));
+        assert_eq!(
+            c.api.connections.header_read_timeout,
+            Duration::from_secs(3)
+        );
+        assert_eq!(c.api.connections.max_connections, 64);
         assert_eq!(c.api.tokens[0].name, "ops");
         // The hash of "password".
         assert_eq!(c.api.tokens[0].sha256, backstop_server::sha256(b"password"));
@@ -738,6 +776,15 @@ timeout = "10x""#,
                 "api.tokens[0].sha256",
             ),
             ("[api]\nmax_wait = \"forever\"", "api.max_wait"),
+            (
+                "[api]\nbody_timeout = \"0s\"",
+                "api.body_timeout: must be longer",
+            ),
+            (
+                "[api]\nheader_read_timeout = \"soon\"",
+                "api.header_read_timeout",
+            ),
+            ("[api]\nmax_connections = 0", "api.max_connections"),
             (
                 "[engine]\nleader_lease = \"2s\"\nleader_renew = \"2s\"",
                 "engine.leader_renew: must be shorter than engine.leader_lease",

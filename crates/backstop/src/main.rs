@@ -8,6 +8,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod cli;
 mod commands;
 mod logging;
+mod open_files;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -19,6 +20,10 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     logging::init(cli.log_format, cli.command.is_long_running());
+    match open_files::raise_to_hard_limit() {
+        Ok(n) => tracing::debug!(open_files = n, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -11,7 +11,7 @@
 //! `GET /v1/hooks/{source}/requests` lists recent requests with their verdicts, behind the
 //! token like the rest of the API ([`router`]).
 
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::{ApiPath, ApiQuery, BodyError, read_body_within};
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::Json;
@@ -105,7 +105,8 @@ async fn receive(
                 .reject_oversized_callback(&source, &parts.headers, &[], n, received_at)
                 .await
         }
-        _ => match axum::body::to_bytes(body, limit).await {
+        _ => match read_body_within(body, limit, state.limits().body_timeout).await {
+            Err(BodyError::TimedOut(p)) => return p.into_response(),
             Ok(bytes) => {
                 engine
                     .accept_callback(

@@ -1,7 +1,7 @@
 //! `/v1/reconciliations`: upload a provider's statement and reconcile it against the ledger's
 //! tasks of one kind; list the runs; fetch a run's report. The same as `backstop reconcile`.
 
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::{ApiPath, ApiQuery, BodyError, read_body_within};
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::Json;
@@ -164,12 +164,13 @@ async fn create(
     }
     options.expect_count = q.expect_count;
     let limit = state.limits().max_body;
-    let body: Bytes = axum::body::to_bytes(req.into_body(), limit)
+    let body: Bytes = read_body_within(req.into_body(), limit, state.limits().body_timeout)
         .await
-        .map_err(|_| {
-            Problem::too_large(format!(
+        .map_err(|e| match e {
+            BodyError::TimedOut(p) => p,
+            BodyError::TooLarge => Problem::too_large(format!(
                 "the statement is over the limit of {limit} bytes (api.max_body); use `backstop reconcile` for larger files"
-            ))
+            )),
         })?;
     let params = statement::run_params(&options, q.expect_count);
     let run_id = statement::run_id(&params, &body[..]).map_err(|e| Problem::internal(&e))?;
