@@ -67,6 +67,16 @@ pub enum PullError {
     /// The lease expired or was taken over; the outcome was not recorded as the task's.
     #[error("the lease was lost: it expired or another worker holds the task now")]
     LeaseLost,
+    /// This attempt already ended with another outcome; the new one was not recorded.
+    #[error(
+        "this attempt was already completed as {recorded}; a second, different outcome ({asked}) is not recorded"
+    )]
+    AlreadyCompleted {
+        /// The outcome on record.
+        recorded: &'static str,
+        /// The outcome this request asked for.
+        asked: &'static str,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -237,13 +247,14 @@ impl Engine {
         Ok(out)
     }
 
-    /// A repeated completion (the first answer was lost on the way): the outcome this token
-    /// reported is already the task's, so the answer is the same and nothing is written.
+    /// A completion of an attempt that already ended: the outcome this token reported (to
+    /// compare with the new one) and the task's answer, or `None` when this attempt's end is
+    /// not on record.
     async fn already_recorded(
         &self,
         task: &backstop_core::Task,
         t: &LeaseToken,
-    ) -> Result<Option<Completed>, PullError> {
+    ) -> Result<Option<(backstop_core::AttemptOutcome, Completed)>, PullError> {
         use backstop_core::{AttemptOutcome, EventType};
         let events = self.shared.store.timeline(task.id).await?;
         let mine = events.iter().rev().find(|e| {
@@ -251,15 +262,20 @@ impl Engine {
                 && e.attempt == Some(t.attempt)
                 && e.worker.as_deref() == Some(t.owner.as_str())
         });
-        let recorded = mine.and_then(|e| e.outcome).is_some_and(|o| {
+        let recorded = mine.and_then(|e| e.outcome).filter(|o| {
             !matches!(
                 o,
                 AttemptOutcome::LeaseExpired | AttemptOutcome::Interrupted
             )
         });
-        Ok(recorded.then(|| Completed {
-            status: task.status,
-            run_at: (task.status == Status::Pending).then_some(task.run_at),
+        Ok(recorded.map(|o| {
+            (
+                o,
+                Completed {
+                    status: task.status,
+                    run_at: (task.status == Status::Pending).then_some(task.run_at),
+                },
+            )
         }))
     }
 
@@ -321,12 +337,6 @@ impl Engine {
             .get(t.lease.id)
             .await?
             .ok_or(PullError::LeaseLost)?;
-        if task.epoch == t.lease.epoch
-            && task.status != Status::Running
-            && let Some(done) = self.already_recorded(&task, &t).await?
-        {
-            return Ok(done);
-        }
         let default_policy = RetryPolicy::default();
         let policy = shared
             .configs
@@ -341,6 +351,20 @@ impl Engine {
             now,
             rand::random::<f64>(),
         );
+        // A repeated completion (the worker retrying after a lost answer) is answered as the
+        // first was; a different outcome for the same attempt is refused, not dropped.
+        if task.epoch == t.lease.epoch
+            && task.status != Status::Running
+            && let Some((recorded, done)) = self.already_recorded(&task, &t).await?
+        {
+            if recorded != d.attempt_outcome {
+                return Err(PullError::AlreadyCompleted {
+                    recorded: recorded.as_str(),
+                    asked: d.attempt_outcome.as_str(),
+                });
+            }
+            return Ok(done);
+        }
         let result = shared
             .store
             .complete(CompleteParams {

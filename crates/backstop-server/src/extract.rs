@@ -1,11 +1,14 @@
 //! Request extractors whose rejections are problem documents: a body that is too large,
-//! malformed or of the wrong shape gets a 4xx that says which, never axum's plain text.
+//! malformed, of the wrong shape or not declared as JSON gets a 4xx that says which, never
+//! axum's plain text.
 
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
 use serde::de::DeserializeOwned;
+use std::time::Duration;
 
 /// A JSON body, read up to the configured size limit.
 pub struct ApiJson<T>(pub T);
@@ -36,14 +39,80 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 }
 
 async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, Problem> {
+    require_json(req.headers())?;
     let limit = state.limits().max_body;
-    axum::body::to_bytes(req.into_body(), limit)
+    read_body_within(req.into_body(), limit, state.limits().body_timeout)
         .await
-        .map_err(|_| {
-            Problem::too_large(format!(
+        .map_err(|e| match e {
+            BodyError::TimedOut(p) => p,
+            BodyError::TooLarge => Problem::too_large(format!(
                 "the request body is over the limit of {limit} bytes (api.max_body)"
-            ))
+            )),
         })
+}
+
+/// Why a body could not be read.
+pub enum BodyError {
+    /// Over the size limit, or the connection broke off while sending it.
+    TooLarge,
+    /// Not all of it arrived within `api.body_timeout`: the 408 to answer.
+    TimedOut(Problem),
+}
+
+/// Reads a whole body of at most `limit` bytes, within `timeout`. A client that announces a
+/// `Content-Length` and sends less would otherwise hold its connection (and a file
+/// descriptor) for as long as it likes.
+pub async fn read_body_within(
+    body: axum::body::Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<axum::body::Bytes, BodyError> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(BodyError::TooLarge),
+        Err(_) => Err(BodyError::TimedOut(Problem::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body-timeout",
+            format!(
+                "the request body did not arrive within {} (api.body_timeout)",
+                backstop_core::duration::format_duration(timeout)
+            ),
+        ))),
+    }
+}
+
+/// A JSON body must say so: `text/plain`, form types or no content type at all are what a
+/// browser sends cross-origin without asking first (a "simple request"), so accepting them
+/// would let any web page on the machine write into an open loopback API. A 415 before the
+/// body is read; `application/json` (any parameters) and `application/*+json` are JSON.
+fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let essence = given.as_deref().map(|v| {
+        v.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
+    let json = essence.as_deref().is_some_and(|m| {
+        m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+    });
+    if json {
+        return Ok(());
+    }
+    let what = match &given {
+        Some(v) => format!("Content-Type {v:?}"),
+        None => "no Content-Type".to_string(),
+    };
+    Err(Problem::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+        format!(
+            "this endpoint takes JSON, and the request has {what}: send Content-Type: application/json (an empty body where the body is optional)"
+        ),
+    ))
 }
 
 /// Malformed JSON is a 400; well-formed JSON of the wrong shape is a 422 naming the field.

@@ -3,6 +3,7 @@
 //! OpenAPI 3.1 document at `/openapi.json` is generated from the handlers themselves.
 
 pub mod auth;
+mod connections;
 mod extract;
 mod problem;
 mod routes;
@@ -10,6 +11,7 @@ mod state;
 pub mod task_view;
 
 pub use auth::{ApiToken, sha256};
+pub use connections::{ConnectionLimits, serve};
 pub use problem::Problem;
 pub use routes::metrics::install_recorder;
 pub use state::{AppState, Limits};
@@ -17,8 +19,6 @@ pub use state::{AppState, Limits};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use std::future::Future;
-use tokio::net::TcpListener;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -141,15 +141,4 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .with_state(state)
-}
-
-/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
 }

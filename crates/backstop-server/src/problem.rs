@@ -14,7 +14,10 @@ use utoipa::ToSchema;
 /// `unauthorized`, `not-found`, `unknown-kind`, `unknown-machine`, `unknown-state` (not a
 /// state of the machine), `conflict` (same kind and key, different payload; see
 /// `existing_id`), `wrong-status` (the task is not in a status the action applies to),
-/// `lease-lost` (stop working on the task; the outcome was not recorded), `too-large`,
+/// `lease-lost` (stop working on the task; the outcome was not recorded),
+/// `already-completed` (the attempt already ended with another outcome), `too-large`,
+/// `unsupported-media-type` (a JSON body without `Content-Type: application/json`),
+/// `body-timeout` (408: the body did not arrive within `api.body_timeout`),
 /// `method-not-allowed`, `not-ready`, `ledger-unavailable` (503: the database is away, full
 /// or read-only; nothing was written, send the same request again after `Retry-After`
 /// seconds), `internal`.
@@ -174,6 +177,9 @@ impl From<PullError> for Problem {
             PullError::NotPull(_) | PullError::Invalid(_) => Problem::invalid(e.to_string()),
             PullError::BadToken(_) => Problem::not_found(format!("no such lease: {e}")),
             PullError::LeaseLost => Problem::new(StatusCode::CONFLICT, "lease-lost", e.to_string()),
+            PullError::AlreadyCompleted { .. } => {
+                Problem::new(StatusCode::CONFLICT, "already-completed", e.to_string())
+            }
             PullError::Store(s) => s.into(),
         }
     }

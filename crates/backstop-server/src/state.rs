@@ -22,6 +22,9 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Most tasks one listing returns.
     pub max_list: usize,
+    /// Longest wait for a request's whole body once its headers arrived (a client that
+    /// announces more than it sends gets a 408, not a connection held forever).
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -33,6 +36,7 @@ impl Default for Limits {
             max_lease: Duration::from_secs(3600),
             max_wait: Duration::from_secs(30),
             max_list: 1000,
+            body_timeout: Duration::from_secs(30),
         }
     }
 }

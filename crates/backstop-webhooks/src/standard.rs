@@ -6,7 +6,9 @@ use base64::engine::general_purpose::STANDARD;
 use std::fmt;
 use subtle::ConstantTimeEq;
 
-/// The prefix Standard Webhooks puts before a base64 secret; optional on input.
+/// The prefix Standard Webhooks puts before a base64 secret. Required: a secret without it
+/// is most likely a raw shared string that the receiver uses as is, and decoding it as base64
+/// would sign every delivery with other key bytes than the receiver's.
 const SECRET_PREFIX: &str = "whsec_";
 
 /// Why a webhook secret could not be used.
@@ -14,6 +16,11 @@ const SECRET_PREFIX: &str = "whsec_";
 /// The messages never quote the secret itself.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SecretError {
+    /// The secret lacks the `whsec_` prefix of the Standard Webhooks form.
+    #[error(
+        "webhook secret does not start with `whsec_`: a Standard Webhooks secret is `whsec_` followed by base64 key bytes (e.g. `whsec_` + the output of `openssl rand -base64 32`), the same string the receiver's library is given"
+    )]
+    MissingPrefix,
     /// The secret decodes to no key bytes at all.
     #[error("webhook secret is empty: expected `whsec_` followed by base64 key bytes")]
     Empty,
@@ -62,9 +69,11 @@ impl fmt::Debug for StandardWebhooks {
 }
 
 impl StandardWebhooks {
-    /// Builds a signer from `whsec_<base64>` (the prefix may be omitted).
+    /// Builds a signer from `whsec_<base64>`; anything else is refused.
     pub fn from_secret(secret: &str) -> Result<Self, SecretError> {
-        let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+        let encoded = secret
+            .strip_prefix(SECRET_PREFIX)
+            .ok_or(SecretError::MissingPrefix)?;
         let key = STANDARD
             .decode(encoded)
             .map_err(|_| SecretError::InvalidBase64)?;

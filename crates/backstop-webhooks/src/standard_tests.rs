@@ -49,10 +49,24 @@ fn verify_accepts_published_vectors() {
     assert_eq!(got, Ok(()));
 }
 
+/// Without `whsec_` the string is most likely a raw secret the receiver uses as is: decoding
+/// it as base64 would sign with other bytes, and every delivery would fail verification.
 #[test]
-fn prefix_is_optional() {
-    let bare = StandardWebhooks::from_secret(&SW1_SECRET["whsec_".len()..]).unwrap();
-    assert_eq!(bare.sign(SW1_ID, SW1_TS, SW1_BODY), SW1_SIG);
+fn a_secret_without_the_prefix_is_refused() {
+    for bare in [
+        &SW1_SECRET["whsec_".len()..],
+        "my-shared-secret",
+        "WHSEC_abcd",
+    ] {
+        let e = StandardWebhooks::from_secret(bare).unwrap_err();
+        assert_eq!(e, SecretError::MissingPrefix, "{bare}");
+        let said = e.to_string();
+        assert!(said.contains("`whsec_` followed by base64"), "{said}");
+        assert!(
+            !said.contains(bare),
+            "the message never quotes the secret: {said}"
+        );
+    }
 }
 
 #[test]
@@ -148,7 +162,7 @@ fn bad_secrets_are_rejected() {
     );
     assert_eq!(
         StandardWebhooks::from_secret("").unwrap_err(),
-        SecretError::Empty
+        SecretError::MissingPrefix
     );
     assert_eq!(
         StandardWebhooks::from_secret("whsec_not base64!").unwrap_err(),

@@ -6,7 +6,7 @@
 //!   succeeds when retried by hand);
 //! - `/coupon`: 410 Gone (the campaign ended: compensated).
 //!
-//! Run: `cargo run -p backstop --example flaky_target [ADDR]` (default 127.0.0.1:8080).
+//! Run: `cargo run --release -p backstop --example flaky_target [ADDR]` (default 127.0.0.1:8080).
 
 use axum::Router;
 use axum::body::Bytes;

@@ -86,6 +86,15 @@ impl Command {
     pub fn is_long_running(&self) -> bool {
         matches!(self, Command::Serve(_))
     }
+
+    /// Commands about the tasks of a ledger that must exist already; the others make one
+    /// when it is missing (serve, enqueue, migrate) or need none.
+    pub fn needs_ledger(&self) -> bool {
+        matches!(
+            self,
+            Command::Tasks(_) | Command::Dead(_) | Command::Why { .. } | Command::Doctor { .. }
+        )
+    }
 }
 
 #[derive(Args)]
@@ -104,7 +113,7 @@ pub struct EnqueueArgs {
     #[arg(long, value_parser = duration)]
     pub expires_in: Option<std::time::Duration>,
     /// Override the kind's attempt limit.
-    #[arg(long)]
+    #[arg(long, value_parser = whole::<u32>)]
     pub max_attempts: Option<u32>,
     /// Print the task as JSON instead of its id.
     #[arg(long)]
@@ -129,7 +138,7 @@ pub struct ListArgs {
     pub kind: Option<String>,
     #[arg(long, value_parser = status)]
     pub status: Option<Status>,
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    #[arg(long, default_value_t = 50, value_parser = list_limit)]
     pub limit: u32,
     #[arg(long)]
     pub json: bool,
@@ -141,7 +150,7 @@ pub enum DeadCommand {
     List {
         #[arg(long)]
         kind: Option<String>,
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        #[arg(long, default_value_t = 50, value_parser = list_limit)]
         limit: u32,
         #[arg(long)]
         json: bool,
@@ -189,7 +198,7 @@ pub enum BenchCommand {
 #[derive(Args)]
 pub struct StatementBenchArgs {
     /// Rows in the statement, and succeeded tasks in the ledger.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1_000_000)]
     pub rows: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
@@ -221,7 +230,7 @@ pub struct ReconcileArgs {
     #[arg(long, default_value = "15m", value_parser = duration)]
     pub grace: std::time::Duration,
     /// The number of data rows the statement must have (declared out of band).
-    #[arg(long)]
+    #[arg(long, value_parser = whole::<u64>)]
     pub expect_count: Option<u64>,
     /// Where a task's payload holds its amount in minor units (a JSON pointer).
     #[arg(long, default_value = "/amount")]
@@ -248,13 +257,13 @@ pub struct ReconcileArgs {
 #[derive(Args)]
 pub struct ReconcilerBenchArgs {
     /// Finished (succeeded) tasks in the ledger.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1_000_000)]
     pub finished: usize,
     /// Pending tasks already due (and overdue) in the ledger.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1000)]
     pub due: usize,
     /// Passes to time.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 30)]
     pub passes: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
@@ -265,17 +274,17 @@ pub struct ReconcilerBenchArgs {
 #[derive(Args)]
 pub struct LedgerBenchArgs {
     /// Tasks to enqueue and drain.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 200_000)]
     pub tasks: usize,
     /// Tasks per enqueue batch.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1000)]
     pub batch: usize,
     /// Attempts that may run at once.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 4096)]
     pub concurrency: usize,
     /// Before measuring, fill the ledger with this many finished (succeeded) tasks, each
     /// enqueued, claimed and completed through the store, to see how growth changes the drain.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 0)]
     pub prefill_finished: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
@@ -291,13 +300,13 @@ pub struct LedgerBenchArgs {
 #[derive(Args)]
 pub struct HttpBenchArgs {
     /// Tasks per measurement (single enqueue, batched enqueue, push delivery).
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 20_000)]
     pub tasks: usize,
     /// Concurrent keep-alive connections of the client, and the push kind's concurrency.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 32)]
     pub concurrency: usize,
     /// Tasks per POST /v1/tasks/batch.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1000)]
     pub batch: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
@@ -308,20 +317,37 @@ pub struct HttpBenchArgs {
 #[derive(Args)]
 pub struct HooksBenchArgs {
     /// Callbacks per second of the fixed-rate (latency) phase.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 2000)]
     pub rate: usize,
     /// Seconds of the fixed-rate phase.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 10)]
     pub seconds: usize,
     /// Callbacks of the sustained-throughput phase.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 100_000)]
     pub requests: usize,
     /// Concurrent keep-alive connections of the sustained phase.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 64)]
     pub concurrency: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A count given on the command line; said in words when it is not one, not as Rust's
+/// "invalid digit found in string".
+fn whole<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| "expected a whole number of 0 or more, such as 100".to_string())
+}
+
+/// A listing's `--limit`.
+fn list_limit(s: &str) -> Result<u32, String> {
+    const MAX: u32 = 10_000;
+    match whole::<u32>(s) {
+        Ok(n) if (1..=MAX).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from 1 to {MAX}")),
+    }
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {

@@ -9,7 +9,7 @@ use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, Machine, RetryPolicy, Target};
 use backstop_engine::alerts::AlertOptions;
 use backstop_engine::{EngineOptions, RetentionPolicy};
-use backstop_server::{ApiToken, Limits};
+use backstop_server::{ApiToken, ConnectionLimits, Limits};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -40,6 +40,8 @@ pub struct ApiConfig {
     pub listen: SocketAddr,
     pub tokens: Vec<ApiToken>,
     pub limits: Limits,
+    /// Header deadline and connection cap of the listener.
+    pub connections: ConnectionLimits,
 }
 
 /// Where the API listens unless configured otherwise.
@@ -51,6 +53,7 @@ impl Default for ApiConfig {
             listen: DEFAULT_LISTEN.parse().expect("a socket address"),
             tokens: Vec::new(),
             limits: Limits::default(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -125,6 +128,9 @@ struct RawApi {
     max_lease: Option<String>,
     max_wait: Option<String>,
     max_list: Option<usize>,
+    header_read_timeout: Option<String>,
+    body_timeout: Option<String>,
+    max_connections: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -188,7 +194,7 @@ impl Config {
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
             file: file.into(),
-            error: e.to_string().trim().replace('\n', " "),
+            error: syntax_error(text, &e),
         })?;
         let invalid = |key: String, error: String| ConfigError::Invalid {
             file: file.into(),
@@ -456,17 +462,68 @@ fn api(
         &mut l.max_lease_tasks,
     )?;
     count("max_list", raw.max_list, &mut l.max_list)?;
+    let c = &mut api.connections;
+    count(
+        "max_connections",
+        raw.max_connections,
+        &mut c.max_connections,
+    )?;
     for (key, v, into) in [
         ("max_lease", &raw.max_lease, &mut l.max_lease),
         ("max_wait", &raw.max_wait, &mut l.max_wait),
+        ("body_timeout", &raw.body_timeout, &mut l.body_timeout),
+        (
+            "header_read_timeout",
+            &raw.header_read_timeout,
+            &mut c.header_read_timeout,
+        ),
     ] {
         if let Some(v) = v {
             *into = parse_duration(v).map_err(|e| invalid(format!("api.{key}"), e.to_string()))?;
         }
     }
+    for (key, d) in [
+        ("body_timeout", l.body_timeout),
+        ("header_read_timeout", c.header_read_timeout),
+    ] {
+        if d.is_zero() {
+            return Err(invalid(
+                format!("api.{key}"),
+                "must be longer than 0s: a request needs time to arrive".into(),
+            ));
+        }
+    }
     api.check_exposure(api.listen)
         .map_err(|m| invalid("api.listen".into(), m))?;
     Ok(api)
+}
+
+/// One line: where, the line itself, and what is wrong in words (serde says `expected u32`
+/// for "a whole number").
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let mut what = e.message().trim().replace('\n', " ");
+    for (rust, words) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u64", "expected a whole number of 0 or more"),
+        ("expected usize", "expected a whole number of 0 or more"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+    ] {
+        what = what.replace(rust, words);
+    }
+    let Some(span) = e.span() else {
+        return what;
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    let shown = text.lines().nth(line - 1).unwrap_or("").trim();
+    format!("line {line}, column {column} (`{shown}`): {what}")
 }
 
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
@@ -601,6 +658,9 @@ mod tests {
             listen = "0.0.0.0:7400"
             max_batch = 10
             max_wait = "5s"
+            header_read_timeout = "3s"
+            body_timeout = "7s"
+            max_connections = 64
             [[api.tokens]]
             name = "ops"
             sha256 = "{hash}"
@@ -616,6 +676,12 @@ mod tests {
         assert_eq!(c.api.listen.to_string(), "0.0.0.0:7400");
         assert_eq!(c.api.limits.max_batch, 10);
         assert_eq!(c.api.limits.max_wait, Duration::from_secs(5));
+        assert_eq!(c.api.limits.body_timeout, Duration::from_secs(7));
+        assert_eq!(
+            c.api.connections.header_read_timeout,
+            Duration::from_secs(3)
+        );
+        assert_eq!(c.api.connections.max_connections, 64);
         assert_eq!(c.api.tokens[0].name, "ops");
         // The hash of "password".
         assert_eq!(c.api.tokens[0].sha256, backstop_server::sha256(b"password"));
@@ -670,6 +736,14 @@ timeout = "10x""#,
                 "kinds.\"a\".secret",
             ),
             (
+                "[kinds.a]\nsecret = \"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nurl = \"http://x\"",
+                "kinds.\"a\".secret: webhook secret does not start with `whsec_`",
+            ),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nsecret = \"raw-secret\"",
+                "alerts[0].secret: webhook secret does not start with `whsec_`",
+            ),
+            (
                 "[kinds.a]\nurl = \"http://x\"\nmax_attempts = 0",
                 "kinds.\"a\".max_attempts",
             ),
@@ -683,6 +757,14 @@ timeout = "10x""#,
             ),
             ("[kinds.a]\n", "kinds.\"a\".url: missing"),
             (
+                "[kinds.a]\nurl = \"http://x\"\nmax_attempts = \"x\"",
+                "t.toml: line 3, column 16 (`max_attempts = \"x\"`): invalid type: string \"x\", expected a whole number from 0 to 4294967295",
+            ),
+            (
+                "[api]\nmax_list = -1",
+                "t.toml: line 2, column 12 (`max_list = -1`): invalid value: integer `-1`, expected a whole number of 0 or more",
+            ),
+            (
                 "[kinds.a]\ntarget = \"pull\"\nurl = \"http://x\"",
                 "kinds.\"a\".url: a pull kind",
             ),
@@ -694,6 +776,15 @@ timeout = "10x""#,
                 "api.tokens[0].sha256",
             ),
             ("[api]\nmax_wait = \"forever\"", "api.max_wait"),
+            (
+                "[api]\nbody_timeout = \"0s\"",
+                "api.body_timeout: must be longer",
+            ),
+            (
+                "[api]\nheader_read_timeout = \"soon\"",
+                "api.header_read_timeout",
+            ),
+            ("[api]\nmax_connections = 0", "api.max_connections"),
             (
                 "[engine]\nleader_lease = \"2s\"\nleader_renew = \"2s\"",
                 "engine.leader_renew: must be shorter than engine.leader_lease",

@@ -8,6 +8,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod cli;
 mod commands;
 mod logging;
+mod open_files;
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -19,6 +20,10 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     logging::init(cli.log_format, cli.command.is_long_running());
+    match open_files::raise_to_hard_limit() {
+        Ok(n) => tracing::debug!(open_files = n, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -46,13 +51,26 @@ fn usage_error(e: clap::Error) -> ExitCode {
         | ErrorKind::DisplayVersion
         | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
         _ => {
-            let text = e.render().to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("error: bad usage");
-            eprintln!("{line} (see --help)");
+            eprintln!("{} (see --help)", first_paragraph(&e.render().to_string()));
             ExitCode::from(2)
         }
+    }
+}
+
+/// clap's first paragraph as one line: "the following required arguments were not
+/// provided:" is followed by the arguments' names on lines of their own, and those names are
+/// the point of the message.
+fn first_paragraph(text: &str) -> String {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim);
+    let head = lines.next().unwrap_or("error: bad usage").to_string();
+    let rest: Vec<&str> = lines.collect();
+    if rest.is_empty() {
+        head
+    } else {
+        format!("{head} {}", rest.join(", "))
     }
 }

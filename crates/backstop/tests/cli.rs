@@ -259,3 +259,102 @@ async fn dead_letters_are_listed_retried_and_resolved_by_hand() {
     assert!(serve.wait().await.unwrap().success());
     let _: Value = Value::Null;
 }
+
+/// A read pointed at the wrong place must say that there is no ledger there, not print an
+/// empty answer from a ledger it just made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_commands_on_a_missing_ledger_say_so_and_create_nothing() {
+    let w = Workdir::new("");
+    let id = "0192f0c0-0000-7000-8000-000000000000";
+    let elsewhere = format!("sqlite://{}", w.path().join("elsewhere.db").display());
+    for args in [
+        vec!["tasks", "list"],
+        vec!["tasks", "list", "--json"],
+        vec!["tasks", "show", id],
+        vec!["dead", "list"],
+        vec!["dead", "retry", id],
+        vec!["why", id],
+        vec!["doctor"],
+        vec!["--database", &elsewhere, "tasks", "list"],
+    ] {
+        let (ok, out, err) = w.run(&args).await;
+        assert!(!ok, "{args:?} should fail");
+        assert!(out.is_empty(), "{args:?} printed {out:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.contains("there is no ledger at"), "{args:?}: {err}");
+        assert!(!w.db().exists(), "{args:?} created backstop.db");
+        assert!(
+            !w.path().join("elsewhere.db").exists(),
+            "{args:?} created elsewhere.db"
+        );
+    }
+    // Once there is one, an empty listing says so.
+    w.ok(&["migrate"]).await;
+    assert_eq!(w.ok(&["tasks", "list"]).await, "no tasks in the ledger\n");
+    assert_eq!(
+        w.ok(&["tasks", "list", "--kind", "sms.send", "--status", "failed"])
+            .await,
+        "no tasks with kind sms.send and status failed in the ledger\n"
+    );
+    assert_eq!(
+        w.ok(&["dead", "list"]).await,
+        "no dead letters in the ledger\n"
+    );
+    assert_eq!(w.ok(&["tasks", "list", "--json"]).await, "[]\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_name_the_argument_and_speak_plainly() {
+    let w = Workdir::new("");
+    for (args, says) in [
+        (
+            vec!["enqueue", "sms.send"],
+            "the following required arguments were not provided: --payload <PAYLOAD>, <KEY> (see --help)",
+        ),
+        (
+            vec!["tasks", "list", "--limit", "ten"],
+            "'--limit <LIMIT>': expected a whole number from 1 to 10000",
+        ),
+        (
+            vec!["tasks", "list", "--limit", "0"],
+            "'--limit <LIMIT>': expected a whole number from 1 to 10000",
+        ),
+        (
+            vec![
+                "enqueue",
+                "a",
+                "b",
+                "--payload",
+                "{}",
+                "--max-attempts",
+                "x",
+            ],
+            "'--max-attempts <MAX_ATTEMPTS>': expected a whole number",
+        ),
+        (
+            vec!["bench", "--tasks", "many"],
+            "'--tasks <TASKS>': expected a whole number",
+        ),
+    ] {
+        let (ok, out, err) = w.run(&args).await;
+        assert!(!ok && out.is_empty(), "{args:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.contains(says), "{args:?}: {err:?} should say {says:?}");
+        assert!(!err.contains("invalid digit"), "{args:?}: {err}");
+    }
+    // A config value of the wrong type, in words and with its line.
+    std::fs::write(
+        w.path().join("typed.toml"),
+        "[kinds.a]\nurl = \"http://127.0.0.1:9/\"\nmax_attempts = \"five\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = w.run(&["--config", "typed.toml", "migrate"]).await;
+    assert!(!ok);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    assert!(
+        err.contains("typed.toml: line 3, column 16 (`max_attempts = \"five\"`)")
+            && err.contains("expected a whole number from 0 to 4294967295"),
+        "{err}"
+    );
+    assert!(!err.contains("u32"), "{err}");
+}

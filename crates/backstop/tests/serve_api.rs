@@ -41,7 +41,12 @@ async fn a_pull_worker_drives_a_task_over_http_and_the_cli_sees_the_same_json() 
     )
     .await;
     let token = got["tasks"][0]["token"].as_str().unwrap().to_string();
-    let (s, done) = post(&base, &format!("/v1/leases/{token}/complete"), json!({})).await;
+    let (s, done) = post(
+        &base,
+        &format!("/v1/leases/{token}/complete"),
+        json!({"outcome": "succeeded"}),
+    )
+    .await;
     assert_eq!((s, done["status"].as_str()), (200, Some("succeeded")));
 
     let api: Value = reqwest::get(format!("{base}/v1/tasks/{id}"))

@@ -218,6 +218,7 @@ fn detail(o: &TransitionOutcome, allowed_from: &[String]) -> String {
         (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown machine", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a state of the machine (`unknown-state`), or invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn transition(
@@ -250,7 +251,7 @@ async fn transition(
 }
 
 /// An entity's current state and its whole history.
-#[utoipa::path(get, path = "/v1/entities/{machine}/{id}", tag = "entities",
+#[utoipa::path(get, path = "/v1/entities/{machine}/{id}", tag = "entities", operation_id = "show_entity",
     params(
         ("machine" = String, Path, description = "A configured machine", example = "order"),
         ("id" = String, Path, description = "The entity's business id", example = "1001"),

@@ -11,7 +11,7 @@
 //! `GET /v1/hooks/{source}/requests` lists recent requests with their verdicts, behind the
 //! token like the rest of the API ([`router`]).
 
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::{ApiPath, ApiQuery, BodyError, read_body_within};
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::Json;
@@ -105,7 +105,8 @@ async fn receive(
                 .reject_oversized_callback(&source, &parts.headers, &[], n, received_at)
                 .await
         }
-        _ => match axum::body::to_bytes(body, limit).await {
+        _ => match read_body_within(body, limit, state.limits().body_timeout).await {
+            Err(BodyError::TimedOut(p)) => return p.into_response(),
             Ok(bytes) => {
                 engine
                     .accept_callback(
@@ -249,7 +250,7 @@ pub struct RequestPage {
 }
 
 /// Recent requests of one source, newest first, with their verdicts.
-#[utoipa::path(get, path = "/v1/hooks/{source}/requests", tag = "hooks",
+#[utoipa::path(get, path = "/v1/hooks/{source}/requests", tag = "hooks", operation_id = "list_hook_requests",
     params(("source" = String, Path, description = "A configured `[sources.NAME]`"), RequestsQuery),
     responses(
         (status = 200, description = "One page of requests", body = RequestPage),
@@ -272,7 +273,7 @@ async fn requests(
     };
     if limit == 0 || limit > max {
         return Err(Problem::invalid(format!(
-            "limit must be a whole number between 1 and {max}, got {}",
+            "limit must be a whole number between 1 and {max} (api.max_list), got {}",
             q.limit.as_deref().unwrap_or("")
         )));
     }

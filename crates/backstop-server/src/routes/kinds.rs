@@ -84,7 +84,7 @@ fn retry_view(p: &RetryPolicy) -> RetryView {
 }
 
 /// The configured kinds, with their policy and live counts per status.
-#[utoipa::path(get, path = "/v1/kinds", tag = "kinds",
+#[utoipa::path(get, path = "/v1/kinds", tag = "kinds", operation_id = "list_kinds",
     responses(
         (status = 200, description = "The configured kinds", body = KindList),
         (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),

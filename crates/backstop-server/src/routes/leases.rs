@@ -80,11 +80,12 @@ pub struct LeasedTask {
     created_at: Timestamp,
 }
 
+/// A duration field of a lease request, bounded by the `setting` that caps it.
 fn duration(
     field: &str,
     v: Option<&str>,
     default: Duration,
-    max: Duration,
+    (max, setting): (Duration, &str),
 ) -> Result<Duration, Problem> {
     let d = v
         .map(parse_duration)
@@ -93,7 +94,7 @@ fn duration(
         .unwrap_or(default);
     if d > max {
         return Err(Problem::invalid(format!(
-            "{field} may be at most {}, got {}",
+            "{field} may be at most {} ({setting}), got {}",
             backstop_core::duration::format_duration(max),
             backstop_core::duration::format_duration(d)
         )));
@@ -110,6 +111,7 @@ fn duration(
         (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, a kind that is not `pull`, or a bound exceeded", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn lease(
@@ -135,13 +137,13 @@ async fn lease(
         "lease",
         body.lease.as_deref(),
         default_lease,
-        limits.max_lease,
+        (limits.max_lease, "api.max_lease"),
     )?;
     let wait = duration(
         "wait",
         body.wait.as_deref(),
         Duration::ZERO,
-        limits.max_wait,
+        (limits.max_wait, "api.max_wait"),
     )?;
     let r = LeaseRequest {
         kinds: body.kinds,
@@ -196,10 +198,9 @@ async fn heartbeat(
 }
 
 /// How an attempt ended.
-#[derive(Deserialize, ToSchema, Clone, Copy, Default)]
+#[derive(Deserialize, ToSchema, Clone, Copy)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeName {
-    #[default]
     Succeeded,
     Retry,
     Failed,
@@ -207,12 +208,13 @@ pub enum OutcomeName {
 }
 
 /// The outcome of a leased attempt.
-#[derive(Deserialize, ToSchema, Default)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteBody {
     /// `succeeded`, `retry` (transient: retried with backoff while attempts remain), `failed`
-    /// (permanent: dead letter now) or `skip` (compensated with `reason`). Default `succeeded`.
-    outcome: Option<OutcomeName>,
+    /// (permanent: dead letter now) or `skip` (compensated with `reason`). Required: a
+    /// worker that says nothing has not said the work was done.
+    outcome: OutcomeName,
     /// What went wrong, for `retry` and `failed` (kept up to 4096 bytes; longer text is
     /// truncated, never refused).
     error: Option<String>,
@@ -253,23 +255,32 @@ fn truncate(mut s: String) -> String {
 }
 
 /// Report the outcome of a leased attempt.
+///
+/// The same completion sent again (a retry after a lost answer) is answered as the first
+/// was; a different outcome for an attempt already recorded is a `409`.
 #[utoipa::path(post, path = "/v1/leases/{token}/complete", tag = "leases",
     params(("token" = String, Path, description = "The lease token")),
-    request_body(content = Option<CompleteBody>, description = "The outcome; an empty body means succeeded"),
+    request_body(content = CompleteBody, description = "The outcome, always explicit"),
     responses(
-        (status = 200, description = "Recorded", body = CompleteResponse),
+        (status = 200, description = "Recorded (or the same outcome was already recorded)", body = CompleteResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Stale token: the lease was lost and the outcome was not recorded as the task's", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Stale token: the lease was lost and the outcome was not recorded as the task's (`lease-lost`); or this attempt already ended with another outcome (`already-completed`)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No outcome given (an empty body, `null` or `{}`), or invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn complete(
     State(state): State<AppState>,
     ApiPath(token): ApiPath<String>,
-    OptionalJson(body): OptionalJson<CompleteBody>,
+    OptionalJson(body): OptionalJson<Option<CompleteBody>>,
 ) -> Result<Json<CompleteResponse>, Problem> {
+    let body = body.ok_or_else(|| {
+        Problem::invalid(
+            "outcome is required: send {\"outcome\": \"succeeded\"} (or retry, failed, skip)",
+        )
+    })?;
     let (error, reason) = (body.error.map(truncate), body.reason.map(truncate));
     let after = body
         .retry_after
@@ -277,7 +288,7 @@ async fn complete(
         .map(parse_duration)
         .transpose()
         .map_err(|e| Problem::invalid(format!("retry_after: {e}")))?;
-    let outcome = match body.outcome.unwrap_or_default() {
+    let outcome = match body.outcome {
         OutcomeName::Succeeded => Outcome::Success,
         OutcomeName::Retry => Outcome::Retry {
             error: error.unwrap_or_else(|| "retry requested by the worker".into()),

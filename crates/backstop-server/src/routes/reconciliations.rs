@@ -1,7 +1,7 @@
 //! `/v1/reconciliations`: upload a provider's statement and reconcile it against the ledger's
 //! tasks of one kind; list the runs; fetch a run's report. The same as `backstop reconcile`.
 
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::{ApiPath, ApiQuery, BodyError, read_body_within};
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::Json;
@@ -118,7 +118,7 @@ fn time(o: &Option<String>, name: &str) -> Result<Option<jiff::Timestamp>, Probl
 
 /// Reconciles the statement in the body (up to `api.max_body`; larger statements go through
 /// `backstop reconcile`).
-#[utoipa::path(post, path = "/v1/reconciliations", tag = "reconciliations",
+#[utoipa::path(post, path = "/v1/reconciliations", tag = "reconciliations", operation_id = "create_reconciliation",
     params(ReconcileQuery),
     request_body(content = String, content_type = "text/csv", description = "The statement: CSV with a header row, or JSON lines"),
     responses(
@@ -173,12 +173,13 @@ async fn create(
         .transpose()
         .map_err(|e| Problem::invalid(format!("currency: {e}")))?;
     let limit = state.limits().max_body;
-    let body: Bytes = axum::body::to_bytes(req.into_body(), limit)
+    let body: Bytes = read_body_within(req.into_body(), limit, state.limits().body_timeout)
         .await
-        .map_err(|_| {
-            Problem::too_large(format!(
+        .map_err(|e| match e {
+            BodyError::TimedOut(p) => p,
+            BodyError::TooLarge => Problem::too_large(format!(
                 "the statement is over the limit of {limit} bytes (api.max_body); use `backstop reconcile` for larger files"
-            ))
+            )),
         })?;
     let params = statement::run_params(&options, q.expect_count);
     let run_id = statement::run_id(&params, &body[..]).map_err(|e| Problem::internal(&e))?;
@@ -233,7 +234,7 @@ fn view(r: backstop_core::store::StatementRun, with_report: bool) -> RunView {
 }
 
 /// Reconciliation runs, newest first.
-#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations",
+#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations", operation_id = "list_reconciliations",
     params(ListQuery),
     responses(
         (status = 200, description = "Runs, newest first (without their reports)", body = RunList),
@@ -265,7 +266,7 @@ async fn list(
 }
 
 /// One run with its report.
-#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations",
+#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations", operation_id = "show_reconciliation",
     params(("id" = String, Path, description = "Run id (`st-…`)")),
     responses(
         (status = 200, description = "The run and its report", body = RunView),

@@ -125,6 +125,7 @@ fn traceparent(headers: &HeaderMap) -> Option<&str> {
         (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The (kind, key) exists with a different payload", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Payload or body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn enqueue(
@@ -189,6 +190,7 @@ pub struct BatchItem {
         (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "An item names an unknown kind", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Too many items, or a payload or the body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An item is invalid, or a (kind, key) appears twice", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn enqueue_batch(
@@ -262,7 +264,7 @@ fn parse_id(id: &str) -> Result<TaskId, Problem> {
 }
 
 /// One task with its timeline.
-#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "tasks",
+#[utoipa::path(get, path = "/v1/tasks/{id}", tag = "tasks", operation_id = "show_task",
     params(("id" = String, Path, description = "Task id")),
     responses(
         (status = 200, description = "The task and its timeline (`events`)", body = TaskView),
@@ -312,7 +314,7 @@ pub struct TaskPage<'a> {
 }
 
 /// Tasks, newest first, with cursor pagination.
-#[utoipa::path(get, path = "/v1/tasks", tag = "tasks",
+#[utoipa::path(get, path = "/v1/tasks", tag = "tasks", operation_id = "list_tasks",
     params(ListQuery),
     responses(
         (status = 200, description = "One page of tasks", body = TaskPage),
@@ -336,7 +338,7 @@ async fn list(
     };
     if limit == 0 || limit > max {
         return Err(Problem::invalid(format!(
-            "limit must be a whole number between 1 and {max}, got {}",
+            "limit must be a whole number between 1 and {max} (api.max_list), got {}",
             q.limit.as_deref().unwrap_or("")
         )));
     }
@@ -452,6 +454,7 @@ enum Action {
         (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task is not failed or compensated", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn retry(
@@ -474,6 +477,7 @@ async fn retry(
         (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task is not failed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No reason given", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn resolve(
@@ -501,6 +505,7 @@ async fn resolve(
         (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The task is not pending", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn cancel(

@@ -164,7 +164,10 @@ async fn bad_enqueues_get_a_clear_4xx_and_change_nothing() {
         ),
     ];
     for (body, want) in raw_cases {
-        let (s, ctype, text) = api.raw(Method::POST, "/v1/tasks", body.clone(), &[]).await;
+        let json_type = [("content-type", "application/json")];
+        let (s, ctype, text) = api
+            .raw(Method::POST, "/v1/tasks", body.clone(), &json_type)
+            .await;
         assert_eq!(s, want, "{:?} -> {text}", String::from_utf8_lossy(&body));
         assert_eq!(ctype, "application/problem+json");
     }
@@ -283,5 +286,51 @@ async fn a_bad_batch_is_refused_whole() {
         0,
         "nothing of a refused batch was written"
     );
+    api.stop().await;
+}
+
+/// What a browser may send cross-origin without a preflight (text/plain, a form, or no
+/// content type) is refused before the body is read: no web page can enqueue into an open
+/// loopback API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_endpoints_refuse_bodies_not_declared_as_json() {
+    let api = Api::start(Setup::default()).await;
+    let body = serde_json::to_vec(&task("sms.send", "simple", json!({}))).unwrap();
+    for ctype in [
+        Some("text/plain"),
+        Some("text/plain;charset=UTF-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        None,
+    ] {
+        let headers: Vec<(&str, &str)> = ctype.iter().map(|c| ("content-type", *c)).collect();
+        for path in ["/v1/tasks", "/v1/tasks/batch", "/v1/leases"] {
+            let (s, got, text) = api.raw(Method::POST, path, body.clone(), &headers).await;
+            assert_eq!(s, 415, "{path} with {ctype:?}: {text}");
+            assert_eq!(got, "application/problem+json");
+            let p: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(p["type"], "urn:backstop:problem:unsupported-media-type");
+            assert!(
+                p["detail"].as_str().unwrap().contains("application/json"),
+                "{p}"
+            );
+        }
+    }
+    assert_eq!(api.task_count().await, 0, "nothing was written");
+    // JSON with parameters, and structured +json types, are JSON.
+    for ctype in [
+        "application/json; charset=utf-8",
+        "application/vnd.api+json",
+    ] {
+        let (s, _, text) = api
+            .raw(
+                Method::POST,
+                "/v1/tasks",
+                body.clone(),
+                &[("content-type", ctype)],
+            )
+            .await;
+        assert!(s == 201 || s == 200, "{ctype}: {s} {text}");
+    }
     api.stop().await;
 }

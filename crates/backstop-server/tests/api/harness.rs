@@ -4,7 +4,7 @@ use backstop_core::{
     Clock, KindConfig, Machine, ManualClock, RetryPolicy, Store, SystemClock, Target,
 };
 use backstop_engine::{Engine, EngineOptions};
-use backstop_server::{ApiToken, AppState, Limits};
+use backstop_server::{ApiToken, AppState, ConnectionLimits, Limits};
 use backstop_store_sqlite::SqliteStore;
 use serde_json::Value;
 use std::sync::Arc;
@@ -21,6 +21,8 @@ pub struct Setup {
     pub max_payload: usize,
     /// Drive time by hand (lease expiry, retry timing).
     pub manual_clock: bool,
+    /// Header deadline and connection cap.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for Setup {
@@ -32,6 +34,7 @@ impl Default for Setup {
             tokens: Vec::new(),
             max_payload: 64 * 1024,
             manual_clock: false,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -131,8 +134,9 @@ impl Api {
         let mut rx1 = stop_rx.clone();
         let mut rx2 = stop_rx;
         let e = engine.clone();
+        let connections = s.connections;
         let server = tokio::spawn(async move {
-            let serving = backstop_server::serve(listener, app, async move {
+            let serving = backstop_server::serve(listener, app, &connections, async move {
                 let _ = rx1.wait_for(|s| *s).await;
             });
             let running = e.run(async move {

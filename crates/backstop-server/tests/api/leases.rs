@@ -177,7 +177,10 @@ async fn a_worker_whose_lease_expired_cannot_complete_and_the_task_runs_again() 
     );
 
     let (s, done) = api
-        .post(&format!("/v1/leases/{new}/complete"), json!({}))
+        .post(
+            &format!("/v1/leases/{new}/complete"),
+            json!({"outcome": "succeeded"}),
+        )
         .await;
     assert_eq!(
         (s, done["status"].as_str()),
@@ -294,7 +297,7 @@ async fn bad_lease_requests_get_a_clear_4xx() {
         (
             json!({"kinds": ["report.render"], "worker": "w", "wait": "1h"}),
             422,
-            "wait may be at most",
+            "wait may be at most 30s (api.max_wait)",
         ),
         (
             json!({"kinds": ["report.render"], "worker": "w", "lease": "0s"}),
@@ -304,7 +307,7 @@ async fn bad_lease_requests_get_a_clear_4xx() {
         (
             json!({"kinds": ["report.render"], "worker": "w", "lease": "1000d"}),
             422,
-            "lease may be at most",
+            "lease may be at most 1h (api.max_lease)",
         ),
         (
             json!({"kinds": ["report.render"], "worker": "w", "extra": 1}),
@@ -333,7 +336,7 @@ async fn bad_lease_requests_get_a_clear_4xx() {
         "/v1/leases/garbage/heartbeat",
         "/v1/leases/garbage/complete",
     ] {
-        let (s, p) = api.post(path, json!({})).await;
+        let (s, p) = api.post(path, json!({"outcome": "succeeded"})).await;
         assert_eq!(s, 404, "{p}");
     }
     let (_, got) = lease(&api, "w", json!({})).await;
@@ -384,6 +387,70 @@ async fn a_repeated_completion_gets_the_same_answer_and_writes_nothing() {
     assert_eq!(first, second);
     let (_, after) = api.get(&format!("/v1/tasks/{id}")).await;
     assert_eq!(before, after, "nothing was written the second time");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_must_name_its_outcome() {
+    let api = Api::start(Setup::default()).await;
+    let (_, e) = api
+        .post("/v1/tasks", task("report.render", "silent", json!({})))
+        .await;
+    let id = e["id"].as_str().unwrap().to_string();
+    let (_, got) = lease(&api, "w", json!({})).await;
+    let tok = tokens(&got).pop().unwrap();
+    let path = format!("/v1/leases/{tok}/complete");
+    let json_type = [("content-type", "application/json")];
+    for body in [&b""[..], b"null", b"{}", b"  "] {
+        let (s, ctype, text) = api
+            .raw(reqwest::Method::POST, &path, body.to_vec(), &json_type)
+            .await;
+        let (s, p) = crate::harness::decode(s, &ctype, &text);
+        assert_eq!(s, 422, "{:?}: {p}", String::from_utf8_lossy(body));
+        assert!(p["detail"].as_str().unwrap().contains("outcome"), "{p}");
+    }
+    let (_, t) = api.get(&format!("/v1/tasks/{id}")).await;
+    assert_eq!(t["status"], "running", "no outcome, nothing recorded: {t}");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_completion_with_another_outcome_is_a_conflict() {
+    let api = Api::start(Setup::default()).await;
+    let (_, e) = api
+        .post(
+            "/v1/tasks",
+            task("report.render", "changed-mind", json!({})),
+        )
+        .await;
+    let id = e["id"].as_str().unwrap().to_string();
+    let (_, got) = lease(&api, "w", json!({})).await;
+    let tok = tokens(&got).pop().unwrap();
+    let path = format!("/v1/leases/{tok}/complete");
+    let (s, first) = api.post(&path, json!({"outcome": "succeeded"})).await;
+    assert_eq!(s, 200, "{first}");
+    let (_, before) = api.get(&format!("/v1/tasks/{id}")).await;
+    for other in [
+        json!({"outcome": "failed", "error": "x"}),
+        json!({"outcome": "skip", "reason": "y"}),
+        json!({"outcome": "retry"}),
+    ] {
+        let (s, p) = api.post(&path, other.clone()).await;
+        assert_eq!(s, 409, "{other}: {p}");
+        assert_eq!(p["type"], "urn:backstop:problem:already-completed", "{p}");
+        assert!(
+            p["detail"].as_str().unwrap().contains("succeeded"),
+            "names the outcome on record: {p}"
+        );
+    }
+    let (_, after) = api.get(&format!("/v1/tasks/{id}")).await;
+    assert_eq!(before, after, "the refused outcomes wrote nothing");
+    let (s, again) = api.post(&path, json!({"outcome": "succeeded"})).await;
+    assert_eq!(
+        (s, &again),
+        (200, &first),
+        "the same completion stays a 200"
+    );
     api.stop().await;
 }
 

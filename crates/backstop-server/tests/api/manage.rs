@@ -88,7 +88,7 @@ async fn listing_filters_and_pages_newest_first() {
     for (q, says) in [
         ("status=lost", "status"),
         ("limit=0", "limit"),
-        ("limit=100000", "limit"),
+        ("limit=100000", "between 1 and 1000 (api.max_list)"),
         ("limit=-1", "limit"),
         ("cursor=zzz", "cursor"),
         ("limit=ten", "limit"),
@@ -99,6 +99,13 @@ async fn listing_filters_and_pages_newest_first() {
         assert_eq!(s, 422, "{q}: {p}");
         assert!(p["detail"].as_str().unwrap().contains(says), "{q}: {p}");
     }
+    // Every limit names the setting that raises it.
+    let (s, p) = api.get("/v1/hooks/any/requests?limit=100000").await;
+    assert_eq!(s, 422, "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("(api.max_list)"),
+        "{p}"
+    );
     api.stop().await;
 }
 
@@ -125,6 +132,18 @@ async fn a_dead_letter_is_retried_with_a_renewed_budget_or_resolved_with_a_reaso
             &format!("/v1/tasks/{id}/retry"),
             Vec::new(),
             &[],
+        )
+        .await;
+    assert_eq!(
+        s, 415,
+        "a bodiless POST is a browser's simple request: {text}"
+    );
+    let (s, _, text) = api
+        .raw(
+            reqwest::Method::POST,
+            &format!("/v1/tasks/{id}/retry"),
+            Vec::new(),
+            &[("content-type", "application/json")],
         )
         .await;
     assert_eq!(s, 200, "an empty body is fine: {text}");

@@ -149,8 +149,11 @@ async fn metrics_count_what_happened_and_pass_promtool() {
         )
         .await;
     let tok = got["tasks"][0]["token"].as_str().unwrap();
-    api.post(&format!("/v1/leases/{tok}/complete"), json!({}))
-        .await;
+    api.post(
+        &format!("/v1/leases/{tok}/complete"),
+        json!({"outcome": "succeeded"}),
+    )
+    .await;
     let (s, ctype, text) = api.raw(Method::GET, "/metrics", Vec::new(), &[]).await;
     assert_eq!(s, 200);
     assert!(ctype.starts_with("text/plain"), "{ctype}");
@@ -254,4 +257,21 @@ async fn unknown_routes_and_methods_are_problems() {
     let (s, ctype, _) = api.raw(Method::DELETE, "/v1/kinds", Vec::new(), &[]).await;
     assert_eq!((s, ctype.as_str()), (405, "application/problem+json"));
     api.stop().await;
+}
+
+/// Generated clients name a method after each operationId: two operations with one id clash.
+#[test]
+fn every_operation_has_its_own_operation_id() {
+    let doc = serde_json::to_value(backstop_server::openapi()).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+            if let Some(other) = seen.insert(id.to_string(), format!("{method} {path}")) {
+                panic!("operationId {id:?} names both {other} and {method} {path}");
+            }
+        }
+    }
 }

@@ -47,9 +47,13 @@ impl Loopback {
             .context("cannot listen on loopback")?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(backstop_server::serve(listener, app, async {
-            let _ = stopped.await;
-        }));
+        let limits = backstop_server::ConnectionLimits::default();
+        let task = tokio::spawn(async move {
+            backstop_server::serve(listener, app, &limits, async {
+                let _ = stopped.await;
+            })
+            .await
+        });
         Ok(Loopback { addr, stop, task })
     }
 

@@ -21,7 +21,7 @@ pub async fn run(ctx: &Ctx, c: DeadCommand) -> Result<()> {
             let store = ctx.store().await?;
             let tasks = store
                 .list(ListParams {
-                    kind,
+                    kind: kind.clone(),
                     status: Some(Status::Failed),
                     limit: limit as usize,
                     ..Default::default()
@@ -30,6 +30,10 @@ pub async fn run(ctx: &Ctx, c: DeadCommand) -> Result<()> {
             if json {
                 let views: Vec<_> = tasks.iter().map(|t| TaskView::new(t, None)).collect();
                 return print_json(&views);
+            }
+            if tasks.is_empty() {
+                let none = super::tasks::nothing_listed("dead letters", kind.as_deref(), None);
+                println!("{none}");
             }
             for t in &tasks {
                 println!("{}", task_line(t));

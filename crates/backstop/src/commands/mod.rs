@@ -22,11 +22,17 @@ use std::sync::Arc;
 pub struct Ctx {
     pub config: Config,
     pub database: String,
+    /// The command works on a ledger that must already exist (it reads one, or manages its
+    /// tasks): a SQLite file that is not there is an error, not a new empty ledger.
+    pub needs_ledger: bool,
 }
 
 impl Ctx {
     /// Opens and migrates the ledger.
     pub async fn store(&self) -> Result<Arc<dyn Store>> {
+        if self.needs_ledger {
+            ledger_exists(&self.database)?;
+        }
         backstop::open_store(&self.database)
             .await
             .with_context(|| format!("database {}", self.database))
@@ -65,7 +71,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         .clone()
         .or_else(|| config.database.clone())
         .unwrap_or_else(|| DEFAULT_DATABASE.to_string());
-    let ctx = Ctx { config, database };
+    let ctx = Ctx {
+        config,
+        database,
+        needs_ledger: cli.command.needs_ledger(),
+    };
     match cli.command {
         Command::Serve(a) => serve::run(&ctx, a).await,
         Command::Enqueue(a) => enqueue::run(&ctx, a).await,
@@ -78,6 +88,24 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Bench(a) => bench::run(&ctx, cli.database.clone(), a).await,
         Command::Token(c) => token::run(c),
     }
+}
+
+/// Opening a SQLite file creates it: for a command that reads the ledger, a wrong path or
+/// working directory would print an empty answer from a new empty ledger instead of saying
+/// that there is none. Servers (PostgreSQL, MySQL) are left to their own errors.
+fn ledger_exists(database: &str) -> Result<()> {
+    if !database.starts_with("sqlite:") {
+        return Ok(());
+    }
+    let path = backstop_store_sqlite::SqliteOptions::from_url(database)?.path;
+    if !path.exists() {
+        bail!(
+            "there is no ledger at {} ({database}): give the ledger with --database (or BACKSTOP_DATABASE_URL), \
+             or run this where `backstop serve` keeps it",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Parses a task id given on the command line.

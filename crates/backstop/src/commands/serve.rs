@@ -39,11 +39,13 @@ pub async fn run(ctx: &Ctx, args: ServeArgs) -> Result<()> {
         stop_rx.clone(),
         Some(metrics.clone()),
     );
-    let server = tokio::spawn(backstop_server::serve(
-        listener,
-        backstop_server::app(state),
-        stopped(stop_rx.clone()),
-    ));
+    let connections = api.connections.clone();
+    let app = backstop_server::app(state);
+    let until = stopped(stop_rx.clone());
+    let server =
+        tokio::spawn(
+            async move { backstop_server::serve(listener, app, &connections, until).await },
+        );
     let upkeep = {
         let rx = stop_rx.clone();
         tokio::spawn(async move {

@@ -17,7 +17,7 @@ async fn list(ctx: &Ctx, a: ListArgs) -> Result<()> {
     let store = ctx.store().await?;
     let tasks = store
         .list(ListParams {
-            kind: a.kind,
+            kind: a.kind.clone(),
             status: a.status,
             limit: a.limit as usize,
             ..Default::default()
@@ -27,10 +27,29 @@ async fn list(ctx: &Ctx, a: ListArgs) -> Result<()> {
         let views: Vec<_> = tasks.iter().map(|t| TaskView::new(t, None)).collect();
         return print_json(&views);
     }
+    if tasks.is_empty() {
+        println!("{}", nothing_listed("tasks", a.kind.as_deref(), a.status));
+    }
     for t in &tasks {
         println!("{}", task_line(t));
     }
     Ok(())
+}
+
+/// The line an empty listing prints, naming its filters: silence reads like a hang or a bug.
+pub fn nothing_listed(what: &str, kind: Option<&str>, status: Option<backstop::Status>) -> String {
+    let mut filters = Vec::new();
+    if let Some(k) = kind {
+        filters.push(format!("kind {k}"));
+    }
+    if let Some(s) = status {
+        filters.push(format!("status {s}"));
+    }
+    if filters.is_empty() {
+        format!("no {what} in the ledger")
+    } else {
+        format!("no {what} with {} in the ledger", filters.join(" and "))
+    }
 }
 
 async fn show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
