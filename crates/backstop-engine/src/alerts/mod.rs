@@ -6,6 +6,7 @@
 
 pub mod event;
 pub mod format;
+pub mod journal;
 pub mod window;
 
 pub use event::{AlertEvent, AlertName, UnknownAlert};
@@ -174,7 +175,9 @@ pub(crate) fn dead_letter(
     });
 }
 
-/// Closes a window every `window` until `stop`, then one last time.
+/// Closes a window every `window` until `stop`, then one last time. The open window is kept
+/// in the ledger as it fills (`journal`), and the windows left open by processes that are
+/// gone are sent as they were, every `node_beat`.
 pub(crate) async fn run(shared: Arc<Shared>, opts: AlertOptions, mut stop: watch::Receiver<bool>) {
     let Some(mut rx) = shared.alerts.rx.lock().expect("not poisoned").take() else {
         return;
@@ -183,9 +186,24 @@ pub(crate) async fn run(shared: Arc<Shared>, opts: AlertOptions, mut stop: watch
     let mut start = shared.clock.now();
     let mut tick = tokio::time::interval(opts.window);
     tick.tick().await;
+    let mut orphans = tokio::time::interval(shared.opts.node_beat);
     loop {
         let stopping = tokio::select! {
-            Some(e) = rx.recv() => { collector.add(e); continue; }
+            Some(e) = rx.recv() => {
+                collector.add(e);
+                while let Ok(e) = rx.try_recv() {
+                    collector.add(e);
+                }
+                // In the ledger before the window closes: a kill now loses none of them.
+                if let Err(e) = journal::save(&shared, start, &collector).await {
+                    tracing::error!(error = %e, "recording the open alert window failed; it is kept in memory and sent when the window closes");
+                }
+                continue;
+            }
+            _ = orphans.tick() => {
+                send_orphans(&shared, &opts).await;
+                continue;
+            }
             _ = tick.tick() => false,
             _ = stop.changed() => true,
         };
@@ -196,19 +214,20 @@ pub(crate) async fn run(shared: Arc<Shared>, opts: AlertOptions, mut stop: watch
         if !collector.is_empty() {
             let w = collector.take();
             let end = shared.clock.now();
-            match send(&shared, &opts, &w, start, end).await {
-                Ok(()) => start = end,
+            match send(&shared, &opts, &w, start, end, &shared.owner).await {
+                Ok(()) => {
+                    start = end;
+                    if let Err(e) = journal::clear(&shared, &shared.owner).await {
+                        tracing::warn!(error = %e, "clearing the sent alert window's journal failed; a later sender finds it already sent");
+                    }
+                }
                 // Kept for the next window: nothing is dropped while the ledger is away.
                 Err(e) => {
                     tracing::error!(error = %e, "recording alert messages failed; retrying with the next window");
                     for g in w.groups {
-                        collector.add(AlertEvent {
-                            name: g.event,
-                            kind: g.kind,
-                            task: None,
-                            detail: g.detail,
-                        });
+                        collector.merge(g);
                     }
+                    let _ = journal::save(&shared, start, &collector).await;
                 }
             }
         } else {
@@ -216,6 +235,31 @@ pub(crate) async fn run(shared: Arc<Shared>, opts: AlertOptions, mut stop: watch
         }
         if stopping {
             return;
+        }
+    }
+}
+
+/// Sends the windows that processes now gone left open, each as the message it would have
+/// been (keyed by its owner and start, so that two processes sending it make one message).
+async fn send_orphans(shared: &Arc<Shared>, opts: &AlertOptions) {
+    let found = match journal::orphans(shared).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, "reading alert journals failed; trying again later");
+            return;
+        }
+    };
+    for (owner, j) in found {
+        let w = Window { groups: j.groups };
+        let r = send(shared, opts, &w, j.window_start, shared.clock.now(), &owner).await;
+        match r {
+            Ok(()) => {
+                tracing::info!(process = %owner, groups = w.groups.len(), "sent the alert window a process left open when it died");
+                let _ = journal::clear(shared, &owner).await;
+            }
+            Err(e) => {
+                tracing::warn!(process = %owner, error = %e, "sending an orphaned alert window failed; trying again later");
+            }
         }
     }
 }
@@ -247,17 +291,27 @@ pub(crate) async fn send_now(
     let mut c = Collector::default();
     c.add(e);
     let now = shared.clock.now();
-    send(shared, &shared.alert_opts, &c.take(), now, now).await
+    send(
+        shared,
+        &shared.alert_opts,
+        &c.take(),
+        now,
+        now,
+        &shared.owner,
+    )
+    .await
 }
 
-/// One task per sink that wants any of the window's events, keyed by process and window so
-/// that a retried write never sends a message twice.
+/// One task per sink that wants any of the window's events, keyed by the process that
+/// collected them (`owner`) and the window, so that a retried write never sends a message
+/// twice.
 async fn send(
     shared: &Arc<Shared>,
     opts: &AlertOptions,
     w: &Window,
     start: jiff::Timestamp,
     end: jiff::Timestamp,
+    owner: &str,
 ) -> Result<(), crate::EnqueueError> {
     let (s, e) = (
         backstop_core::wire_time::format(start),
@@ -273,10 +327,10 @@ async fn send(
         if mine.is_empty() {
             continue;
         }
-        let body = format::body(sink.format, &mine, &shared.owner, &s, &e);
+        let body = format::body(sink.format, &mine, owner, &s, &e);
         requests.push(EnqueueRequest {
             kind: sink.kind().name,
-            key: format!("{}/{s}", shared.owner),
+            key: format!("{owner}/{s}"),
             payload: serde_json::to_vec(&body).expect("plain data"),
             ..EnqueueRequest::default()
         });

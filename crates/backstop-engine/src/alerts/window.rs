@@ -3,7 +3,7 @@
 
 use super::event::{AlertEvent, AlertName};
 use backstop_core::TaskId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Task ids kept per group; the count says how many there were.
@@ -16,7 +16,7 @@ pub struct Window {
 }
 
 /// Every occurrence of one event for one kind in a window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
     pub event: AlertName,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -54,6 +54,29 @@ impl Collector {
         {
             g.tasks.push(t);
         }
+    }
+
+    /// Adds a group collected elsewhere (a journal left by a process that is gone).
+    pub fn merge(&mut self, g: Group) {
+        let into = self
+            .groups
+            .entry((g.event, g.kind.clone()))
+            .or_insert_with(|| Group {
+                tasks: Vec::new(),
+                count: 0,
+                ..g.clone()
+            });
+        into.count += g.count;
+        for t in g.tasks {
+            if into.tasks.len() < FIRST_IDS && !into.tasks.contains(&t) {
+                into.tasks.push(t);
+            }
+        }
+    }
+
+    /// The groups so far, without closing the window.
+    pub fn groups(&self) -> Vec<Group> {
+        self.groups.values().cloned().collect()
     }
 
     /// Whether nothing was collected.
