@@ -39,7 +39,9 @@ for t in json.load(sys.stdin)["tasks"]:
           t["last_error"] or t["reason"] or "")' || true
     fi >&2
     # CONT too: a stopped process would never act on the TERM.
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null && kill -CONT "$pid" 2>/dev/null; done
+    # `|| true`: a process that exits between the two signals must not fail a passing run
+    # (errexit applies to the last command of an && list, even in this trap).
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null && kill -CONT "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     if ((status != 0)); then
         for f in "$work"/*.log; do
