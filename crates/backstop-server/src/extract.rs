@@ -117,6 +117,13 @@ fn require_json(headers: &HeaderMap) -> Result<(), Problem> {
 
 /// Malformed JSON is a 400; well-formed JSON of the wrong shape is a 422 naming the field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
+    // Every request body is an object; serde would also fill a struct from an array
+    // (`[null]` read as `{}`), which the documented schema does not allow.
+    if bytes.trim_ascii_start().first() == Some(&b'[') {
+        return Err(Problem::invalid(
+            "the JSON body must be an object, not an array",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let v = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| json_problem(&e.path().to_string(), e.inner()))?;

@@ -126,6 +126,12 @@ async fn a_dead_letter_is_retried_with_a_renewed_budget_or_resolved_with_a_reaso
 
     let (s, t) = api.post(&format!("/v1/tasks/{id}/retry"), json!(7)).await;
     assert_eq!(s, 422, "a number is not a reason: {t}");
+    // serde would read a struct from an array; the schema says object (a fuzzer's find).
+    let (s, t) = api
+        .post(&format!("/v1/tasks/{id}/retry"), json!([null]))
+        .await;
+    assert_eq!(s, 422, "an array is not a body object: {t}");
+    assert!(t["detail"].as_str().unwrap().contains("object"), "{t}");
     let (s, _, text) = api
         .raw(
             reqwest::Method::POST,
