@@ -133,7 +133,7 @@ async fn bad_enqueues_get_a_clear_4xx_and_change_nothing() {
             422,
             "could never run",
         ),
-        (json!([]), 422, "expected struct"),
+        (json!([]), 422, "must be an object"),
     ];
     for (body, want, says) in cases {
         let (s, p) = api.post("/v1/tasks", body.clone()).await;
