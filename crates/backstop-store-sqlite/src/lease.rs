@@ -10,6 +10,7 @@ use backstop_core::store::{
 };
 use backstop_core::{Status, StoreError, TaskId, Transition, transition};
 use serde_json::json;
+use sqlx::sqlite::SqliteRow;
 use sqlx::{Connection, Row, SqliteConnection};
 use std::collections::HashSet;
 
@@ -124,22 +125,13 @@ pub(crate) async fn rescue(
     let mut rescued = Vec::with_capacity(rows.len());
     let mut moves = Vec::with_capacity(rows.len());
     for r in &rows {
-        let attempts: i64 = r.get("attempts");
-        let max: i64 = r.get("max_attempts");
-        let status = transition(
-            Status::Running,
-            Transition::Rescue {
-                attempts_left: attempts < max,
-            },
-        )
-        .map_err(|e| StoreError::Database(e.to_string()))?;
-        let failed = status == Status::Failed;
-        moves.push(json!({
-            "seq": r.get::<i64, _>("seq"),
-            "status": status_code(status),
-            "reason": failed.then(|| format!("attempts exhausted ({attempts} of {max}); the last lease expired")),
-            "error": failed.then_some("lease expired"),
-        }));
+        let (status, m) = ended_move(
+            r,
+            |attempts_left| Transition::Rescue { attempts_left },
+            "the last lease expired",
+            "lease expired",
+        )?;
+        moves.push(m);
         rescued.push(Rescued {
             id: parse_id(r.get("id"))?,
             kind: r.get("kind"),
@@ -158,6 +150,31 @@ pub(crate) async fn rescue(
     .await?;
     tx.commit().await.map_err(db_err)?;
     Ok(rescued)
+}
+
+/// Where a running row whose attempt ended without a report goes (`to` says, given whether
+/// attempts are left): its status and its `{seq, status, reason, error}` move for [`MOVE`].
+/// A row with no attempt left fails, with `why` in its reason and `error` as its last error.
+fn ended_move(
+    r: &SqliteRow,
+    to: fn(bool) -> Transition,
+    why: &str,
+    error: &'static str,
+) -> Result<(Status, serde_json::Value), StoreError> {
+    let attempts: i64 = r.get("attempts");
+    let max: i64 = r.get("max_attempts");
+    let status = transition(Status::Running, to(attempts < max))
+        .map_err(|e| StoreError::Database(e.to_string()))?;
+    let failed = status == Status::Failed;
+    Ok((
+        status,
+        json!({
+            "seq": r.get::<i64, _>("seq"),
+            "status": status_code(status),
+            "reason": failed.then(|| format!("attempts exhausted ({attempts} of {max}); {why}")),
+            "error": failed.then_some(error),
+        }),
+    ))
 }
 
 /// The `{seq, status, reason}` list that [`MOVE`] applies, one status for every row.
@@ -220,22 +237,13 @@ pub(crate) async fn release(
         .map_err(db_err)?;
     let mut moves = Vec::with_capacity(rows.len());
     for r in &rows {
-        let attempts: i64 = r.get("attempts");
-        let max: i64 = r.get("max_attempts");
-        let status = transition(
-            Status::Running,
-            Transition::Release {
-                attempts_left: attempts < max,
-            },
-        )
-        .map_err(|e| StoreError::Database(e.to_string()))?;
-        let failed = status == Status::Failed;
-        moves.push(json!({
-            "seq": r.get::<i64, _>("seq"),
-            "status": status_code(status),
-            "reason": failed.then(|| format!("attempts exhausted ({attempts} of {max}); the last attempt was interrupted at shutdown")),
-            "error": failed.then_some("interrupted at shutdown"),
-        }));
+        let (_, m) = ended_move(
+            r,
+            |attempts_left| Transition::Release { attempts_left },
+            "the last attempt was interrupted at shutdown",
+            "interrupted at shutdown",
+        )?;
+        moves.push(m);
     }
     if !moves.is_empty() {
         let moves = serde_json::Value::Array(moves).to_string();
