@@ -156,6 +156,35 @@ struct Move<'a> {
     event_error: String,
 }
 
+impl<'a> Move<'a> {
+    /// Where `held` goes now that its attempt ended without a report (`to` says, given
+    /// whether attempts are left): a row with no attempt left fails, with `why` in its reason
+    /// and `error` as its last error.
+    fn ended(
+        held: &'a Held,
+        to: fn(bool) -> Transition,
+        why: &str,
+        error: &'static str,
+        event_error: String,
+    ) -> Result<Self, StoreError> {
+        let status = transition(Status::Running, to(held.attempts < held.max_attempts))
+            .map_err(|e| StoreError::Database(e.to_string()))?;
+        let failed = status == Status::Failed;
+        Ok(Move {
+            held,
+            status,
+            reason: failed.then(|| {
+                format!(
+                    "attempts exhausted ({} of {}); {why}",
+                    held.attempts, held.max_attempts
+                )
+            }),
+            error: failed.then_some(error),
+            event_error,
+        })
+    }
+}
+
 async fn end_attempts(
     conn: &mut PgConnection,
     db: &Db,
@@ -204,26 +233,13 @@ pub(crate) async fn rescue(db: &Db, p: &RescueParams) -> Result<Vec<Rescued>, St
     let picked = rows.iter().map(held).collect::<Result<Vec<_>, _>>()?;
     let mut moves = Vec::with_capacity(picked.len());
     for h in &picked {
-        let status = transition(
-            Status::Running,
-            Transition::Rescue {
-                attempts_left: h.attempts < h.max_attempts,
-            },
-        )
-        .map_err(|e| StoreError::Database(e.to_string()))?;
-        let failed = status == Status::Failed;
-        moves.push(Move {
-            held: h,
-            status,
-            reason: failed.then(|| {
-                format!(
-                    "attempts exhausted ({} of {}); the last lease expired",
-                    h.attempts, h.max_attempts
-                )
-            }),
-            error: failed.then_some("lease expired"),
-            event_error: format!("lease expired; held by {}", owner(h)),
-        });
+        moves.push(Move::ended(
+            h,
+            |attempts_left| Transition::Rescue { attempts_left },
+            "the last lease expired",
+            "lease expired",
+            format!("lease expired; held by {}", owner(h)),
+        )?);
     }
     end_attempts(&mut tx, db, &moves, p.now, "lease_expired").await?;
     tx.commit().await.map_err(db_err)?;
@@ -264,26 +280,13 @@ pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreErro
         .collect::<Result<Vec<_>, _>>()?;
     let mut moves = Vec::with_capacity(picked.len());
     for h in &picked {
-        let status = transition(
-            Status::Running,
-            Transition::Release {
-                attempts_left: h.attempts < h.max_attempts,
-            },
-        )
-        .map_err(|e| StoreError::Database(e.to_string()))?;
-        let failed = status == Status::Failed;
-        moves.push(Move {
-            held: h,
-            status,
-            reason: failed.then(|| {
-                format!(
-                    "attempts exhausted ({} of {}); the last attempt was interrupted at shutdown",
-                    h.attempts, h.max_attempts
-                )
-            }),
-            error: failed.then_some("interrupted at shutdown"),
-            event_error: format!("released at shutdown by {}", owner(h)),
-        });
+        moves.push(Move::ended(
+            h,
+            |attempts_left| Transition::Release { attempts_left },
+            "the last attempt was interrupted at shutdown",
+            "interrupted at shutdown",
+            format!("released at shutdown by {}", owner(h)),
+        )?);
     }
     if !moves.is_empty() {
         end_attempts(&mut tx, db, &moves, p.now, "interrupted").await?;
