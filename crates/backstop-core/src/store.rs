@@ -95,7 +95,7 @@ impl EnqueueResult {
 /// them start their attempt now (`running`, `attempts` + 1); the rest are only **held**: they
 /// stay `pending`, leased to `owner` (the epoch moves on, so the lease is fenced) with `run_at`
 /// moved to the lease's end, so that nobody else claims them while the lease holds and they
-/// become due again by themselves if it lapses. A held task starts with [`Store::start`]; an
+/// become due again by themselves if it lapses. A held task starts through [`Store::complete`] (`starts`); an
 /// attempt exists only once it starts.
 #[derive(Clone, Debug)]
 pub struct ClaimParams {
@@ -119,7 +119,7 @@ pub struct ClaimedTask {
     pub key: String,
     pub payload: Vec<u8>,
     /// The attempt number this task runs (1-based): started by the claim when `started`,
-    /// otherwise the number [`Store::start`] will give it.
+    /// otherwise the number starting it (`CompleteParams::starts`) will give it.
     pub attempt: u32,
     pub max_attempts: u32,
     pub epoch: i64,
@@ -156,38 +156,46 @@ pub struct Completion {
     pub worker: String,
 }
 
-/// Writes a batch of completions in one transaction, each fenced by its epoch.
+/// Writes a batch of completions, each fenced by its epoch, and starts the attempts of held
+/// tasks (`starts`), all in one transaction: a worker's slots are refilled in the same commit
+/// that records the outcomes which freed them, so running a task costs no commit of its own.
 #[derive(Clone, Debug)]
 pub struct CompleteParams {
     pub completions: Vec<Completion>,
+    /// Held tasks whose attempts start in this transaction; `None` when there are none.
+    pub starts: Option<StartParams>,
     pub now: Timestamp,
 }
 
-/// What happened to each completion.
+/// What happened to each completion and each start.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CompleteResult {
     /// Completions rejected because the lease was lost (epoch moved on or the task is no
     /// longer running). Each was recorded on its task's timeline.
     pub stale: Vec<LeaseRef>,
+    /// Starts refused because the task was no longer held (its hold lapsed and someone else
+    /// claimed it, or it was canceled or expired): don't run those.
+    pub not_started: Vec<LeaseRef>,
 }
 
-/// One held task to start: its lease and the `run_at` it had when it was claimed (a hold moved
-/// `run_at` to the lease's end; starting puts it back).
+/// One held task to start: its lease, the `run_at` it had when it was claimed (a hold moved
+/// `run_at` to the lease's end; starting puts it back), and the end of the lease it runs
+/// under (per task, since one transaction may start tasks of several kinds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StartTask {
     pub lease: LeaseRef,
     pub run_at: Timestamp,
+    pub lease_until: Timestamp,
 }
 
 /// Starts the attempts of held tasks: each still held by `owner` under its epoch becomes
-/// `running` with `attempts` + 1, its attempt started at `now`, its lease renewed to
+/// `running` with `attempts` + 1, its attempt started at `now`, its lease renewed to its
 /// `lease_until`. Durable before the attempt runs, so an attempt is counted once it starts
 /// and never before.
 #[derive(Clone, Debug)]
 pub struct StartParams {
     pub owner: String,
     pub tasks: Vec<StartTask>,
-    pub lease_until: Timestamp,
     pub now: Timestamp,
 }
 
@@ -608,11 +616,8 @@ pub trait Store: Send + Sync + 'static {
     /// the first `start` of them start their attempt (`attempts` + 1), the rest are held.
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>>;
 
-    /// Starts the attempts of held tasks; returns those no longer held (their hold lapsed
-    /// and someone else claimed them, or they were canceled or expired): don't run those.
-    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>>;
-
-    /// Records attempt outcomes, each only where its epoch still matches.
+    /// Records attempt outcomes, each only where its epoch still matches, and starts the
+    /// attempts of the held tasks in `p.starts`, in one transaction.
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>>;
 
     /// Extends leases, held or running (a held task's `run_at` follows its lease); returns

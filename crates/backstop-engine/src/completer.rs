@@ -1,5 +1,6 @@
 //! Writes attempt outcomes in batches: whatever has finished since the last write goes in
-//! one transaction. A failed write is retried, never dropped while the engine runs; after
+//! one transaction, with the starts of the held tasks the dispatchers put into the slots
+//! those outcomes freed (a start waits at most one write, and costs no commit of its own). A failed write is retried, never dropped while the engine runs; after
 //! shutdown it is retried for the grace period only. Either way, outcomes that never reach
 //! the ledger leave their leases to expire, and the tasks are rescued and run again
 //! (at-least-once, same idempotency key).
@@ -9,11 +10,34 @@
 //! no dead letter, whatever the attempt saw.
 
 use crate::engine::Shared;
-use backstop_core::store::{CompleteParams, Completion, LeaseRef};
+use backstop_core::clock::add;
+use backstop_core::store::{CompleteParams, Completion, LeaseRef, StartParams, StartTask};
+use jiff::Timestamp;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// What the completer writes: an attempt's outcome, or held tasks to start.
+pub(crate) enum Write {
+    Outcome(Box<Finished>),
+    Start(StartRequest),
+}
+
+/// Held tasks a dispatcher gave slots to. The answer is the leases no longer held (don't run
+/// those); no answer means the write never landed while the engine ran (shutting down), so
+/// whether they started is unknown.
+pub(crate) struct StartRequest {
+    pub(crate) tasks: Vec<HeldStart>,
+    pub(crate) answer: oneshot::Sender<Vec<LeaseRef>>,
+}
+
+/// One held task to start, leased for `lease_for` from the write that starts it.
+pub(crate) struct HeldStart {
+    pub(crate) lease: LeaseRef,
+    pub(crate) run_at: Timestamp,
+    pub(crate) lease_for: Duration,
+}
 
 /// An attempt's outcome on its way to the ledger.
 pub(crate) struct Finished {
@@ -31,19 +55,29 @@ pub(crate) struct DeadLetter {
 
 pub(crate) async fn run(
     shared: Arc<Shared>,
-    mut rx: mpsc::Receiver<Finished>,
+    mut rx: mpsc::Receiver<Write>,
     batch: usize,
     stop: watch::Receiver<bool>,
     grace: Duration,
 ) {
     let mut give_up_at: Option<Instant> = None;
     let mut buf = Vec::with_capacity(batch);
+    let mut outcomes: Vec<Finished> = Vec::with_capacity(batch);
+    let mut starts: Vec<StartRequest> = Vec::new();
     while rx.recv_many(&mut buf, batch).await > 0 {
+        for w in buf.drain(..) {
+            match w {
+                Write::Outcome(f) => outcomes.push(*f),
+                Write::Start(s) => starts.push(s),
+            }
+        }
         let mut wait = Duration::from_millis(50);
         loop {
+            let now = shared.clock.now();
             let p = CompleteParams {
-                completions: buf.iter().map(|f| f.completion.clone()).collect(),
-                now: shared.clock.now(),
+                completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
+                starts: start_params(&shared.owner, &starts, now),
+                now,
             };
             match shared.store.complete(p).await {
                 Ok(r) => {
@@ -51,24 +85,63 @@ pub(crate) async fn run(
                     for s in &r.stale {
                         tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                     }
-                    announce(&shared, &buf, &r.stale);
+                    announce(&shared, &outcomes, &r.stale);
+                    answer(std::mem::take(&mut starts), &r.not_started);
                     break;
                 }
                 Err(e) => {
                     if *stop.borrow() {
                         let deadline = *give_up_at.get_or_insert_with(|| Instant::now() + grace);
                         if Instant::now() >= deadline {
-                            tracing::error!(error = %e, count = buf.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
+                            tracing::error!(error = %e, count = outcomes.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
+                            // Unanswered: the dispatchers do not run what may not have started.
+                            starts.clear();
                             break;
                         }
                     }
-                    tracing::error!(error = %e, count = buf.len(), "writing completions failed; retrying");
+                    tracing::error!(error = %e, count = outcomes.len(), starts = starts.len(), "writing completions failed; retrying");
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(5));
                 }
             }
         }
-        buf.clear();
+        outcomes.clear();
+    }
+}
+
+/// The starts of one write, each lease measured from the write's `now`: a write retried after
+/// a failure still gives each started attempt its whole lease.
+fn start_params(owner: &str, starts: &[StartRequest], now: Timestamp) -> Option<StartParams> {
+    if starts.is_empty() {
+        return None;
+    }
+    Some(StartParams {
+        owner: owner.to_owned(),
+        tasks: starts
+            .iter()
+            .flat_map(|s| &s.tasks)
+            .map(|t| StartTask {
+                lease: t.lease,
+                run_at: t.run_at,
+                lease_until: add(now, t.lease_for),
+            })
+            .collect(),
+        now,
+    })
+}
+
+/// Tells each dispatcher which of its tasks were no longer held.
+fn answer(starts: Vec<StartRequest>, not_started: &[LeaseRef]) {
+    let lost: HashSet<&LeaseRef> = not_started.iter().collect();
+    for s in starts {
+        let mine = s
+            .tasks
+            .iter()
+            .map(|t| t.lease)
+            .filter(|l| lost.contains(l))
+            .collect();
+        // A dispatcher that stopped waiting has nothing to run.
+        let _ = s.answer.send(mine);
     }
 }
 

@@ -2,7 +2,7 @@
 //! runs each claimed task as its own attempt as slots free up. Tasks claimed ahead are only
 //! held; an attempt starts, and counts, when a slot takes its task.
 
-use crate::completer::{DeadLetter, Finished};
+use crate::completer::{DeadLetter, Finished, HeldStart, StartRequest, Write};
 use crate::engine::Shared;
 use crate::executor::Executor;
 use crate::inflight::Running;
@@ -12,13 +12,11 @@ use backstop_core::KindConfig;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
-use backstop_core::store::{
-    ClaimParams, ClaimedTask, Completion, LeaseRef, ReleaseParams, StartParams, StartTask,
-};
+use backstop_core::store::{ClaimParams, ClaimedTask, Completion, LeaseRef, ReleaseParams};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// A configured kind, ready to run.
@@ -31,24 +29,25 @@ pub(crate) struct KindRuntime {
 }
 
 /// Held tasks whose attempts are being started, with the slots they will run in, and the
-/// store's answer: the leases no longer held.
+/// completer's answer: the leases no longer held (`None`: the start was never written).
 type Starting = (
     Vec<(ClaimedTask, OwnedSemaphorePermit)>,
-    Result<Vec<LeaseRef>, StoreError>,
+    Option<Vec<LeaseRef>>,
 );
 
 pub(crate) async fn run(
     shared: Arc<Shared>,
     kind: Arc<KindRuntime>,
-    done: mpsc::Sender<Finished>,
+    done: mpsc::Sender<Write>,
     mut stop: watch::Receiver<bool>,
 ) {
     let cfg = &kind.config;
     let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
     // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`),
     // and only held: their attempts start (and count) when a slot takes them, in batches
-    // (`starting`). A claim starts at once as many as there are free slots. Held tasks are
-    // heartbeated like running ones, so their holds last however long they wait.
+    // (`starting`), written by the completer with the outcomes that freed their slots. A claim
+    // starts at once as many as there are free slots. Held tasks are heartbeated like running
+    // ones, so their holds last however long they wait.
     let mut pace = Pace::new(Instant::now());
     let batch = shared.opts.claim_batch.max(1);
     let mut ready: VecDeque<ClaimedTask> = VecDeque::new();
@@ -62,7 +61,7 @@ pub(crate) async fn run(
             break;
         }
         if starting.is_none() && !ready.is_empty() {
-            starting = start_held(&shared, &kind, &slots, &mut ready);
+            starting = start_held(&kind, &slots, &mut ready, &done);
         }
         let cap = cfg.concurrency + pace.ahead(cfg.concurrency, Instant::now());
         let running = cfg.concurrency - slots.available_permits();
@@ -181,13 +180,13 @@ pub(crate) async fn run(
     }
 }
 
-/// Takes a free slot for each held task it can, oldest first, and starts their attempts in
-/// one store call; `None` when no slot is free.
+/// Takes a free slot for each held task it can, oldest first, and has the completer start
+/// their attempts in its next write; `None` when no slot is free.
 fn start_held(
-    shared: &Arc<Shared>,
     kind: &KindRuntime,
     slots: &Arc<Semaphore>,
     ready: &mut VecDeque<ClaimedTask>,
+    done: &mpsc::Sender<Write>,
 ) -> Option<JoinHandle<Starting>> {
     let mut batch = Vec::new();
     while !ready.is_empty() {
@@ -199,26 +198,28 @@ fn start_held(
     if batch.is_empty() {
         return None;
     }
-    let now = shared.clock.now();
-    let p = StartParams {
-        owner: shared.owner.clone(),
-        tasks: batch
-            .iter()
-            .map(|(t, _)| StartTask {
-                lease: LeaseRef {
-                    id: t.id,
-                    epoch: t.epoch,
-                },
-                run_at: t.run_at,
-            })
-            .collect(),
-        lease_until: add(now, kind.config.lease),
-        now,
-    };
-    let store = shared.store.clone();
+    let tasks = batch
+        .iter()
+        .map(|(t, _)| HeldStart {
+            lease: LeaseRef {
+                id: t.id,
+                epoch: t.epoch,
+            },
+            run_at: t.run_at,
+            lease_for: kind.config.lease,
+        })
+        .collect();
+    let (answer, answered) = oneshot::channel();
+    let done = done.clone();
     Some(tokio::spawn(async move {
-        let r = store.start(p).await;
-        (batch, r)
+        let asked = done
+            .send(Write::Start(StartRequest { tasks, answer }))
+            .await;
+        let lost = match asked {
+            Ok(()) => answered.await.ok(),
+            Err(_) => None,
+        };
+        (batch, lost)
     }))
 }
 
@@ -228,14 +229,14 @@ fn run_started(
     shared: &Arc<Shared>,
     kind: &Arc<KindRuntime>,
     r: Result<Starting, tokio::task::JoinError>,
-    done: &mpsc::Sender<Finished>,
+    done: &mpsc::Sender<Write>,
 ) -> usize {
     let (batch, lost) = match r {
-        Ok((batch, Ok(lost))) => (batch, lost),
-        Ok((batch, Err(e))) => {
+        Ok((batch, Some(lost))) => (batch, lost),
+        Ok((batch, None)) => {
             // Unknown whether they started: not run here. Holds lapse and the tasks are
             // claimed again; one that did start is rescued with its attempt recorded.
-            tracing::error!(kind = %kind.config.name, error = %e, tasks = batch.len(), "starting held tasks failed");
+            tracing::error!(kind = %kind.config.name, tasks = batch.len(), "starting held tasks was never written");
             for (t, _) in &batch {
                 shared.inflight.remove(&LeaseRef {
                     id: t.id,
@@ -287,7 +288,7 @@ fn start(
     kind: &Arc<KindRuntime>,
     task: ClaimedTask,
     permit: OwnedSemaphorePermit,
-    done: mpsc::Sender<Finished>,
+    done: mpsc::Sender<Write>,
 ) {
     let lease = LeaseRef {
         id: task.id,
@@ -349,7 +350,7 @@ fn start(
             completion,
             dead_letter,
         };
-        if done.send(finished).await.is_err() {
+        if done.send(Write::Outcome(Box::new(finished))).await.is_err() {
             tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
         }
         shared.inflight.remove(&lease);

@@ -239,6 +239,7 @@ impl Engine {
             shared
                 .store
                 .complete(CompleteParams {
+                    starts: None,
                     completions: expired_now,
                     now,
                 })
@@ -368,6 +369,7 @@ impl Engine {
         let result = shared
             .store
             .complete(CompleteParams {
+                starts: None,
                 completions: vec![Completion {
                     lease: t.lease,
                     attempt: t.attempt,

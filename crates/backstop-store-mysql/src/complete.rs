@@ -1,5 +1,5 @@
 //! Completion: a batch of attempt outcomes in one transaction, each fenced by `epoch` and the
-//! running status.
+//! running status, with the starts of held tasks that ride along (see `start`).
 //!
 //! Per list of up to 64 completions, three round trips whatever the list's length: a locking
 //! read of the leases still held (`FOR UPDATE`, in index order, so concurrent batches lock in
@@ -10,6 +10,7 @@
 use crate::Db;
 use crate::row::{col, id_bytes, parse_id, status_code, to_ms};
 use crate::shapes::{chunks, padded, repeat};
+use crate::start;
 use crate::tx::{Fail, Retry, transaction};
 use backstop_core::store::{CompleteParams, CompleteResult, Completion, LeaseRef};
 use backstop_core::{Status, StoreError};
@@ -54,17 +55,25 @@ const RECORD_STALE: &str = "INSERT INTO {events} \
 const STALE_ROW: &str = "(?, 'stale_completion', ?, ?, ?, ?, ?, ?)";
 
 pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResult, StoreError> {
-    if p.completions.is_empty() {
+    let starts = p.starts.as_ref().filter(|s| !s.tasks.is_empty());
+    if p.completions.is_empty() && starts.is_none() {
         return Ok(CompleteResult::default());
     }
     let now = to_ms(p.now);
-    let stale = transaction!(db, Retry::Locks, |conn| {
-        apply_all(db, conn, &p.completions, now).await
+    // The starts lock their rows after the completions' (a deadlock with a heartbeat that
+    // locks both at once is detected at once by InnoDB, and `Retry::Locks` runs it again).
+    let (stale, not_started) = transaction!(db, Retry::Locks, |conn| {
+        let stale = apply_all(db, conn, &p.completions, now).await?;
+        let not_started = match starts {
+            Some(s) => start::start_all(db, conn, s).await?,
+            None => Vec::new(),
+        };
+        Ok((stale, not_started))
     })?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
-    Ok(CompleteResult { stale })
+    Ok(CompleteResult { stale, not_started })
 }
 
 /// A completion whose lease still holds: its row and attempt number.

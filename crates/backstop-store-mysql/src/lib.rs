@@ -143,10 +143,6 @@ impl Store for MysqlStore {
         Box::pin(async move { complete::complete(&self.db, &p).await })
     }
 
-    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
-        Box::pin(async move { start::start(&self.db, &p).await })
-    }
-
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
         Box::pin(async move { lease::heartbeat(&self.db, &p).await })
     }

@@ -1,12 +1,11 @@
-//! Start: the attempts of held tasks begin, in one transaction. MySQL has no `UPDATE …
-//! RETURNING`, so each task is one UPDATE by its unique id, fenced by epoch, the pending
-//! status and the hold's owner; one that changes nothing was no longer held. The rows are
-//! taken in id order, as completions lock them, so that none of these deadlock.
+//! Start: the attempts of held tasks begin, inside the completion's transaction (see
+//! `complete`). MySQL has no `UPDATE … RETURNING`, so each task is one UPDATE by its unique
+//! id, fenced by epoch, the pending status and the hold's owner; one that changes nothing was
+//! no longer held. The rows are taken in id order.
 
 use crate::Db;
 use crate::row::{id_bytes, to_ms};
-use crate::tx::{Fail, Retry, transaction};
-use backstop_core::StoreError;
+use crate::tx::Fail;
 use backstop_core::store::{LeaseRef, StartParams};
 use sqlx::MySqlConnection;
 
@@ -17,14 +16,9 @@ SET status = 1, attempts = attempts + 1, lease_until = ?, run_at = ?, updated_at
     att_started_at = ?, att_worker = ?
 WHERE id = ? AND epoch = ? AND status = 0 AND lease_owner = ?";
 
-pub(crate) async fn start(db: &Db, p: &StartParams) -> Result<Vec<LeaseRef>, StoreError> {
-    if p.tasks.is_empty() {
-        return Ok(Vec::new());
-    }
-    transaction!(db, Retry::Locks, |conn| start_all(db, conn, p).await)
-}
-
-async fn start_all(
+/// Starts the held tasks of `p` on `conn` (the completion's transaction); returns the leases
+/// no longer held.
+pub(crate) async fn start_all(
     db: &Db,
     conn: &mut MySqlConnection,
     p: &StartParams,
@@ -35,7 +29,7 @@ async fn start_all(
     let mut lost = Vec::new();
     for t in &tasks {
         let changed = sqlx::query(db.tables.q(START))
-            .bind(to_ms(p.lease_until))
+            .bind(to_ms(t.lease_until))
             .bind(to_ms(t.run_at))
             .bind(now)
             .bind(now)

@@ -65,6 +65,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
             .collect();
         let r = store
             .complete(CompleteParams {
+                starts: None,
                 completions: done,
                 now,
             })

@@ -186,6 +186,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
     let twice = done(&a, Status::Failed, AttemptOutcome::Failed);
     let r = store
         .complete(CompleteParams {
+            starts: None,
             completions: vec![
                 done(&a, Status::Succeeded, AttemptOutcome::Succeeded),
                 retry,

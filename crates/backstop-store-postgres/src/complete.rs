@@ -1,6 +1,7 @@
 //! Completion: a batch of attempt outcomes in one statement, each fenced by its `epoch` and
 //! the running status, and (only when some lost their lease) a second statement recording
-//! the stale ones, in one transaction.
+//! the stale ones, in one transaction, with the starts of held tasks that ride along (see
+//! `start`).
 //!
 //! The held rows are locked first, in id order, so that two batches touching the same tasks
 //! (a completion and a heartbeat of one worker, say) queue instead of deadlocking. A finished
@@ -11,10 +12,12 @@
 //! later batch.
 
 use crate::row::duration_ms;
+use crate::start;
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::StoreError;
-use backstop_core::store::{CompleteParams, CompleteResult, Completion};
+use backstop_core::store::{CompleteParams, CompleteResult, Completion, LeaseRef};
+use sqlx::PgConnection;
 use sqlx::postgres::PgBindIterExt;
 
 /// Applies the fenced completions and returns the position (`ord`) of each that counted.
@@ -87,12 +90,52 @@ FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::integer[], $6:
     WITH ORDINALITY AS s(id, attempt, outcome, error, http_status, worker, ord)
 ORDER BY ord";
 
+/// Locks the rows of every task a batch touches, in id order: the completions and the starts
+/// each lock in id order, but one after the other they would not, and a heartbeat of the same
+/// worker (which locks its running and held rows together, in id order) could deadlock
+/// against them.
+const LOCK: &str = "
+SELECT 1 FROM {schema}.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
+
 pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResult, StoreError> {
-    if p.completions.is_empty() {
+    let starts = p.starts.as_ref().filter(|s| !s.tasks.is_empty());
+    if p.completions.is_empty() && starts.is_none() {
         return Ok(CompleteResult::default());
     }
-    let c = &p.completions;
     let mut tx = db.pool.begin().await.map_err(db_err)?;
+    if let Some(s) = starts
+        && !p.completions.is_empty()
+    {
+        let ids = p.completions.iter().map(|c| c.lease.id);
+        let ids = ids.chain(s.tasks.iter().map(|t| t.lease.id));
+        sqlx::query(db.schema.sql(LOCK))
+            .bind(ids.map(Id).bind_iter())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
+    let stale = apply(db, &mut tx, p).await?;
+    let not_started = match starts {
+        Some(s) => start::apply(db, &mut tx, s).await?,
+        None => Vec::new(),
+    };
+    tx.commit().await.map_err(db_err)?;
+    if !stale.is_empty() {
+        tracing::warn!(count = stale.len(), "rejected stale completions");
+    }
+    Ok(CompleteResult { stale, not_started })
+}
+
+/// Applies the completions of `p`; returns the stale ones, recorded on their timelines.
+async fn apply(
+    db: &Db,
+    tx: &mut PgConnection,
+    p: &CompleteParams,
+) -> Result<Vec<LeaseRef>, StoreError> {
+    let c = &p.completions;
+    if c.is_empty() {
+        return Ok(Vec::new());
+    }
     let counted: Vec<i64> = sqlx::query_scalar(db.schema.sql(COMPLETE))
         .bind(c.iter().map(|c| Id(c.lease.id)).bind_iter())
         .bind(c.iter().map(|c| c.lease.epoch).bind_iter())
@@ -149,11 +192,5 @@ pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResu
             .await
             .map_err(db_err)?;
     }
-    tx.commit().await.map_err(db_err)?;
-    if !stale.is_empty() {
-        tracing::warn!(count = stale.len(), "rejected stale completions");
-    }
-    Ok(CompleteResult {
-        stale: stale.into_iter().map(|c| c.lease).collect(),
-    })
+    Ok(stale.into_iter().map(|c| c.lease).collect())
 }

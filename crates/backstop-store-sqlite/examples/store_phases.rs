@@ -82,9 +82,13 @@ async fn main() {
                 worker: "w".into(),
             })
             .collect();
-        s.complete(CompleteParams { completions, now })
-            .await
-            .unwrap();
+        s.complete(CompleteParams {
+            completions,
+            starts: None,
+            now,
+        })
+        .await
+        .unwrap();
     }
     report("complete", n, t, before);
 }

@@ -1,5 +1,6 @@
 //! Completion: a batch of attempt outcomes in one transaction, each fenced by `epoch` and the
-//! running status.
+//! running status, with the starts of held tasks that ride along (see `start`): on the one
+//! writer, every commit saved is throughput.
 //!
 //! Each completion is one UPDATE of its task row, a prepared statement stepped once per task on
 //! the locked writer (see `raw`). When it changes nothing the lease was lost, and the stale
@@ -9,6 +10,7 @@
 use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, status_code};
+use crate::start;
 use backstop_core::store::{CompleteParams, CompleteResult, Completion, LeaseRef};
 use backstop_core::{Status, StoreError};
 use sqlx::SqliteConnection;
@@ -49,15 +51,24 @@ pub(crate) async fn complete(
     conn: &mut SqliteConnection,
     p: &CompleteParams,
 ) -> Result<CompleteResult, StoreError> {
-    if p.completions.is_empty() {
+    let starts = p.starts.as_ref().filter(|s| !s.tasks.is_empty());
+    if p.completions.is_empty() && starts.is_none() {
         return Ok(CompleteResult::default());
     }
     let now = to_ms(p.now);
-    let stale = raw::write(conn, |db| apply(db, &p.completions, now)).await?;
+    let (stale, not_started) = raw::write(conn, |db| {
+        let stale = apply(db, &p.completions, now)?;
+        let not_started = match starts {
+            Some(s) => start::apply(db, s)?,
+            None => Vec::new(),
+        };
+        Ok((stale, not_started))
+    })
+    .await?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
-    Ok(CompleteResult { stale })
+    Ok(CompleteResult { stale, not_started })
 }
 
 fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseRef>, StoreError> {

@@ -198,13 +198,6 @@ impl Store for SqliteStore {
         })
     }
 
-    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            start::start(&mut w, &p).await
-        })
-    }
-
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
         Box::pin(async move {
             let mut w = self.inner.lock_writer().await?;

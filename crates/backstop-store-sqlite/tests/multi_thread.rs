@@ -83,6 +83,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                         .collect();
                     let r = store
                         .complete(CompleteParams {
+                            starts: None,
                             completions: done,
                             now,
                         })

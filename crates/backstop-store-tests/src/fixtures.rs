@@ -97,7 +97,11 @@ pub async fn complete(
     now: Timestamp,
 ) -> CompleteResult {
     store
-        .complete(CompleteParams { completions, now })
+        .complete(CompleteParams {
+            completions,
+            starts: None,
+            now,
+        })
         .await
         .expect("complete")
 }

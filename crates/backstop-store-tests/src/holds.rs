@@ -42,28 +42,40 @@ fn lease(c: &ClaimedTask) -> LeaseRef {
     }
 }
 
-/// Starts held tasks for `owner` at `now` with a 30 s lease; returns the leases lost.
+/// Starts held tasks for `owner` at `now` with a 30 s lease, in a write with no completions;
+/// returns the leases lost.
 pub async fn start(
     store: &dyn Store,
     owner: &str,
     held: &[&ClaimedTask],
     now: Timestamp,
 ) -> Vec<LeaseRef> {
-    store
-        .start(StartParams {
-            owner: owner.into(),
-            tasks: held
-                .iter()
-                .map(|c| StartTask {
-                    lease: lease(c),
-                    run_at: c.run_at,
-                })
-                .collect(),
-            lease_until: now + SignedDuration::from_secs(30),
+    let r = store
+        .complete(CompleteParams {
+            completions: Vec::new(),
+            starts: Some(starts(owner, held, now, 30)),
             now,
         })
         .await
-        .expect("start")
+        .expect("start");
+    assert!(r.stale.is_empty());
+    r.not_started
+}
+
+/// The start of `held` for `owner` at `now`, each leased for `secs`.
+fn starts(owner: &str, held: &[&ClaimedTask], now: Timestamp, secs: i64) -> StartParams {
+    StartParams {
+        owner: owner.into(),
+        tasks: held
+            .iter()
+            .map(|c| StartTask {
+                lease: lease(c),
+                run_at: c.run_at,
+                lease_until: now + SignedDuration::from_secs(secs),
+            })
+            .collect(),
+        now,
+    }
 }
 
 async fn attempts_on_timeline(store: &dyn Store, id: TaskId) -> usize {
@@ -258,5 +270,82 @@ pub async fn a_running_attempt_given_back_with_its_budget_spent_fails(store: S) 
         tl.iter()
             .any(|e| e.outcome == Some(AttemptOutcome::Interrupted))
     );
+    audits_clean(s).await;
+}
+
+/// A worker refills the slots its outcomes freed in the same write: the outcomes and the
+/// starts land together, each start under its own lease, a start no longer held is refused
+/// beside them, and a stale outcome stops no start.
+pub async fn outcomes_and_starts_are_written_together(store: S) {
+    let s = &*store;
+    for i in 0..4 {
+        let mut t = task("k", &format!("t{i}"), "{}");
+        t.run_at = at(i);
+        put(s, t).await;
+    }
+    let got = claim_holding(s, "k", "w1", 4, 1, at(5)).await;
+    assert_eq!(
+        got.iter().map(|c| c.started).collect::<Vec<_>>(),
+        [true, false, false, false]
+    );
+    // The last held task is canceled before its start is written.
+    s.cancel(ManualParams {
+        id: got[3].id,
+        actor: "alice".into(),
+        reason: None,
+        max_attempts: None,
+        now: at(6),
+    })
+    .await
+    .unwrap();
+    let mut p = starts("w1", &[&got[1], &got[2], &got[3]], at(7), 30);
+    p.tasks[1].lease_until = at(7) + SignedDuration::from_secs(90);
+    let done = completion(&got[0], Status::Succeeded, AttemptOutcome::Succeeded, at(7));
+    let r = s
+        .complete(CompleteParams {
+            completions: vec![done],
+            starts: Some(p),
+            now: at(7),
+        })
+        .await
+        .unwrap();
+    assert!(r.stale.is_empty());
+    assert_eq!(
+        r.not_started,
+        [lease(&got[3])],
+        "the canceled task is not started"
+    );
+    assert_eq!(
+        s.get(got[0].id).await.unwrap().unwrap().status,
+        Status::Succeeded
+    );
+    for (h, until) in [(&got[1], at(37)), (&got[2], at(97))] {
+        let t = s.get(h.id).await.unwrap().unwrap();
+        assert_eq!((t.status, t.attempts), (Status::Running, 1));
+        assert_eq!(t.lease_until, Some(until), "each start has its own lease");
+        assert_eq!(t.run_at, h.run_at, "starting puts back the run_at it had");
+        assert_eq!(attempts_on_timeline(s, h.id).await, 1);
+    }
+    let t = s.get(got[3].id).await.unwrap().unwrap();
+    assert_eq!((t.status, t.attempts), (Status::Compensated, 0));
+
+    // An outcome that lost its lease is refused, and the start beside it still lands.
+    let id = put(s, task("k", "late", "{}")).await;
+    let held = claim_holding(s, "k", "w1", 1, 0, at(8)).await.remove(0);
+    assert_eq!(held.id, id);
+    let mut stale = completion(&got[1], Status::Succeeded, AttemptOutcome::Succeeded, at(9));
+    stale.lease.epoch += 1;
+    let r = s
+        .complete(CompleteParams {
+            completions: vec![stale.clone()],
+            starts: Some(starts("w1", &[&held], at(9), 30)),
+            now: at(9),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.stale, [stale.lease]);
+    assert!(r.not_started.is_empty());
+    let t = s.get(id).await.unwrap().unwrap();
+    assert_eq!((t.status, t.attempts), (Status::Running, 1));
     audits_clean(s).await;
 }

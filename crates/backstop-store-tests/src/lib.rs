@@ -58,6 +58,7 @@ macro_rules! conformance_suite {
             a_lapsed_hold_is_claimed_again_without_rescue_or_attempt,
             a_held_task_is_heartbeated_and_given_back_unstarted,
             a_canceled_held_task_loses_its_hold,
+            outcomes_and_starts_are_written_together,
             a_running_attempt_given_back_with_its_budget_spent_fails,
             manual_retry_renews_the_budget_and_records_the_actor,
             resolve_and_cancel_follow_the_state_machine,

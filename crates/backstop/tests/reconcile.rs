@@ -85,7 +85,11 @@ async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Time
         })
         .collect();
     store
-        .complete(CompleteParams { completions, now })
+        .complete(CompleteParams {
+            completions,
+            starts: None,
+            now,
+        })
         .await
         .unwrap();
     claimed.len()

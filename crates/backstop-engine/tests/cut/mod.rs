@@ -56,9 +56,6 @@ impl Store for Cut {
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
         self.gate(self.inner.complete(p))
     }
-    fn start(&self, p: StartParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
-        self.gate(self.inner.start(p))
-    }
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
         self.gate(self.inner.heartbeat(p))
     }

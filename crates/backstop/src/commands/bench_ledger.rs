@@ -331,6 +331,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                     let r = store
                         .complete(CompleteParams {
                             completions,
+                            starts: None,
                             now: ended,
                         })
                         .await?;
