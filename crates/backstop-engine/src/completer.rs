@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// What the completer writes: an attempt's outcome, or held tasks to start.
-pub(crate) enum Write {
-    Outcome(Box<Finished>),
-    Start(StartRequest),
+/// What the completer writes: an attempt's outcome, held tasks to start, or both (an
+/// attempt handing its slot to the next held task: both land in one write).
+pub(crate) struct Write {
+    pub(crate) outcome: Option<Finished>,
+    pub(crate) start: Option<StartRequest>,
 }
 
 /// Held tasks a dispatcher gave slots to. The answer is the leases no longer held (don't run
@@ -66,10 +67,8 @@ pub(crate) async fn run(
     let mut starts: Vec<StartRequest> = Vec::new();
     while rx.recv_many(&mut buf, batch).await > 0 {
         for w in buf.drain(..) {
-            match w {
-                Write::Outcome(f) => outcomes.push(*f),
-                Write::Start(s) => starts.push(s),
-            }
+            outcomes.extend(w.outcome);
+            starts.extend(w.start);
         }
         let mut wait = Duration::from_millis(50);
         loop {

@@ -1,19 +1,20 @@
 //! One dispatcher per kind: claims due tasks in batches, ahead of the concurrency limit, and
-//! runs each claimed task as its own attempt as slots free up. Tasks claimed ahead are only
-//! held; an attempt starts, and counts, when a slot takes its task.
+//! starts each claimed task's attempt in a slot. Tasks claimed ahead are only held (`held`);
+//! an attempt starts, and counts, when a slot takes its task: mostly the slot of an attempt
+//! that just ended (`attempt`), otherwise a free one, here.
 
-use crate::completer::{DeadLetter, Finished, HeldStart, StartRequest, Write};
+use crate::attempt::{self, Slot, held_start, lease_of};
+use crate::completer::{StartRequest, Write};
 use crate::engine::Shared;
 use crate::executor::Executor;
+use crate::held::Held;
 use crate::inflight::Running;
 use crate::metrics::KindMetrics;
 use crate::pace::Pace;
 use backstop_core::KindConfig;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
-use backstop_core::decide::{decide, expired};
-use backstop_core::store::{ClaimParams, ClaimedTask, Completion, LeaseRef, ReleaseParams};
-use std::collections::VecDeque;
+use backstop_core::store::{ClaimParams, ClaimedTask, LeaseRef, ReleaseParams};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
@@ -43,14 +44,21 @@ pub(crate) async fn run(
 ) {
     let cfg = &kind.config;
     let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let held = Arc::new(Held::default());
+    let slot = Slot {
+        shared: shared.clone(),
+        kind: kind.clone(),
+        held: held.clone(),
+        done,
+    };
     // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`),
-    // and only held: their attempts start (and count) when a slot takes them, in batches
-    // (`starting`), written by the completer with the outcomes that freed their slots. A claim
-    // starts at once as many as there are free slots. Held tasks are heartbeated like running
-    // ones, so their holds last however long they wait.
+    // and only held: their attempts start (and count) when a slot takes them. An ending
+    // attempt hands its slot to the next held task; a claim starts at once as many as there
+    // are free slots; held tasks left over when slots are free are started here, in batches
+    // (`starting`). Held tasks are heartbeated like running ones, so their holds last however
+    // long they wait.
     let mut pace = Pace::new(Instant::now());
     let batch = shared.opts.claim_batch.max(1);
-    let mut ready: VecDeque<ClaimedTask> = VecDeque::new();
     let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
     let mut starting: Option<JoinHandle<Starting>> = None;
     let mut asked = 0;
@@ -60,19 +68,17 @@ pub(crate) async fn run(
         if *stop.borrow() {
             break;
         }
-        if starting.is_none() && !ready.is_empty() {
-            starting = start_held(&kind, &slots, &mut ready, &done);
+        pace.started(held.started_since(), Instant::now());
+        if starting.is_none() && held.len() > 0 {
+            starting = start_held(&slot, &slots);
         }
+        let waiting = held.len();
         let cap = cfg.concurrency + pace.ahead(cfg.concurrency, Instant::now());
         let running = cfg.concurrency - slots.available_permits();
-        let room = cap.saturating_sub(running + ready.len());
+        let room = cap.saturating_sub(running + waiting);
         // With nothing waiting, claim for the first free slot (low latency); with tasks
         // waiting, only once a quarter of the room is free (fewer, bigger commits).
-        let worth = if ready.is_empty() {
-            1
-        } else {
-            (cap / 4).max(1)
-        };
+        let worth = if waiting == 0 { 1 } else { (cap / 4).max(1) };
         if claiming.is_none() && !idle && room >= worth {
             asked = room.min(batch);
             let now = shared.clock.now();
@@ -80,7 +86,7 @@ pub(crate) async fn run(
                 kind: cfg.name.clone(),
                 limit: asked,
                 // Free slots take the first claimed tasks at once; only held tasks wait.
-                start: if ready.is_empty() {
+                start: if waiting == 0 {
                     slots.available_permits()
                 } else {
                     0
@@ -99,18 +105,8 @@ pub(crate) async fn run(
                 match r {
                     Ok(Ok(tasks)) => {
                         idle = tasks.len() < asked;
-                        let at = Instant::now();
-                        for t in tasks {
-                            waiting(&shared, &kind, &t, at);
-                            if t.started {
-                                // The claim counted its slot: one is free or about to be.
-                                let permit = slots.clone().acquire_owned().await.expect("never closed");
-                                start(&shared, &kind, t, permit, done.clone());
-                                pace.started(1, Instant::now());
-                            } else {
-                                ready.push_back(t);
-                            }
-                        }
+                        let n = claimed(&slot, &slots, tasks).await;
+                        pace.started(n, Instant::now());
                     }
                     Ok(Err(e)) => {
                         tracing::error!(kind = %cfg.name, error = %e, "claim failed");
@@ -124,13 +120,15 @@ pub(crate) async fn run(
             }
             r = async { starting.as_mut().expect("guarded").await }, if starting.is_some() => {
                 starting = None;
-                let n = run_started(&shared, &kind, r, &done);
+                let n = run_started(&slot, r);
                 pace.started(n, Instant::now());
             }
             // A slot freed: start waiting tasks, or (none waiting) look for more work.
-            p = slots.clone().acquire_owned(), if (starting.is_none() && !ready.is_empty()) || room == 0 => {
+            p = slots.clone().acquire_owned(), if (starting.is_none() && waiting > 0) || room == 0 => {
                 drop(p);
             }
+            // An ending attempt took a held task: there may be room to claim more.
+            _ = held.taken(), if waiting > 0 => {}
             _ = tokio::time::sleep(shared.opts.poll_interval), if idle && claiming.is_none() => idle = false,
             _ = kind.wake.notified(), if idle => idle = false,
             _ = stop.changed() => {}
@@ -138,31 +136,26 @@ pub(crate) async fn run(
     }
     // Stopping: attempts already started run (the engine's grace covers them); nothing held
     // may stay held: give it back, unstarted, to run again promptly.
+    let mut left = held.close();
     if let Some(h) = starting {
-        run_started(&shared, &kind, h.await, &done);
+        run_started(&slot, h.await);
     }
     if let Some(h) = claiming
         && let Ok(Ok(tasks)) = h.await
     {
         let at = Instant::now();
         for t in tasks {
-            waiting(&shared, &kind, &t, at);
+            waiting_for_slot(&shared, &kind, &t, at);
             if t.started {
                 let permit = slots.clone().acquire_owned().await.expect("never closed");
-                start(&shared, &kind, t, permit, done.clone());
+                attempt::spawn(slot.clone(), t, permit);
             } else {
-                ready.push_back(t);
+                left.push(t);
             }
         }
     }
-    if !ready.is_empty() {
-        let leases: Vec<LeaseRef> = ready
-            .iter()
-            .map(|t| LeaseRef {
-                id: t.id,
-                epoch: t.epoch,
-            })
-            .collect();
+    if !left.is_empty() {
+        let leases: Vec<LeaseRef> = left.iter().map(lease_of).collect();
         for l in &leases {
             shared.inflight.remove(l);
         }
@@ -180,42 +173,49 @@ pub(crate) async fn run(
     }
 }
 
+/// Runs what a claim started and holds the rest; returns how many attempts it started.
+async fn claimed(slot: &Slot, slots: &Arc<Semaphore>, tasks: Vec<ClaimedTask>) -> usize {
+    let at = Instant::now();
+    let mut n = 0;
+    for t in tasks {
+        waiting_for_slot(&slot.shared, &slot.kind, &t, at);
+        if t.started {
+            // The claim counted its slot: one is free or about to be.
+            let permit = slots.clone().acquire_owned().await.expect("never closed");
+            attempt::spawn(slot.clone(), t, permit);
+            n += 1;
+        } else {
+            slot.held.push(t);
+        }
+    }
+    n
+}
+
 /// Takes a free slot for each held task it can, oldest first, and has the completer start
 /// their attempts in its next write; `None` when no slot is free.
-fn start_held(
-    kind: &KindRuntime,
-    slots: &Arc<Semaphore>,
-    ready: &mut VecDeque<ClaimedTask>,
-    done: &mpsc::Sender<Write>,
-) -> Option<JoinHandle<Starting>> {
+fn start_held(slot: &Slot, slots: &Arc<Semaphore>) -> Option<JoinHandle<Starting>> {
     let mut batch = Vec::new();
-    while !ready.is_empty() {
+    loop {
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             break;
         };
-        batch.push((ready.pop_front().expect("not empty"), permit));
+        let Some(t) = slot.held.take() else {
+            break;
+        };
+        batch.push((t, permit));
     }
     if batch.is_empty() {
         return None;
     }
-    let tasks = batch
-        .iter()
-        .map(|(t, _)| HeldStart {
-            lease: LeaseRef {
-                id: t.id,
-                epoch: t.epoch,
-            },
-            run_at: t.run_at,
-            lease_for: kind.config.lease,
-        })
-        .collect();
+    let tasks = batch.iter().map(|(t, _)| held_start(&slot.kind, t)).collect();
     let (answer, answered) = oneshot::channel();
-    let done = done.clone();
+    let done = slot.done.clone();
     Some(tokio::spawn(async move {
-        let asked = done
-            .send(Write::Start(StartRequest { tasks, answer }))
-            .await;
-        let lost = match asked {
+        let write = Write {
+            outcome: None,
+            start: Some(StartRequest { tasks, answer }),
+        };
+        let lost = match done.send(write).await {
             Ok(()) => answered.await.ok(),
             Err(_) => None,
         };
@@ -223,138 +223,49 @@ fn start_held(
     }))
 }
 
-/// Runs the attempts a start call began; drops the tasks no longer held. Returns how many
+/// Runs the attempts a start began; drops the tasks no longer held. Returns how many
 /// attempts it started.
-fn run_started(
-    shared: &Arc<Shared>,
-    kind: &Arc<KindRuntime>,
-    r: Result<Starting, tokio::task::JoinError>,
-    done: &mpsc::Sender<Write>,
-) -> usize {
+fn run_started(slot: &Slot, r: Result<Starting, tokio::task::JoinError>) -> usize {
+    let name = &slot.kind.config.name;
     let (batch, lost) = match r {
         Ok((batch, Some(lost))) => (batch, lost),
         Ok((batch, None)) => {
             // Unknown whether they started: not run here. Holds lapse and the tasks are
             // claimed again; one that did start is rescued with its attempt recorded.
-            tracing::error!(kind = %kind.config.name, tasks = batch.len(), "starting held tasks was never written");
+            tracing::error!(kind = %name, tasks = batch.len(), "starting held tasks was never written");
             for (t, _) in &batch {
-                shared.inflight.remove(&LeaseRef {
-                    id: t.id,
-                    epoch: t.epoch,
-                });
+                slot.shared.inflight.remove(&lease_of(t));
             }
             return 0;
         }
         Err(e) => {
-            tracing::error!(kind = %kind.config.name, error = %e, "start task failed");
+            tracing::error!(kind = %name, error = %e, "start task failed");
             return 0;
         }
     };
     let mut n = 0;
     for (mut t, permit) in batch {
-        let lease = LeaseRef {
-            id: t.id,
-            epoch: t.epoch,
-        };
+        let lease = lease_of(&t);
         if lost.contains(&lease) {
-            tracing::debug!(kind = %kind.config.name, task = %t.id, "a held task was no longer held; not run");
-            shared.inflight.remove(&lease);
+            tracing::debug!(kind = %name, task = %t.id, "a held task was no longer held; not run");
+            slot.shared.inflight.remove(&lease);
             continue;
         }
         t.started = true;
-        start(shared, kind, t, permit, done.clone());
+        attempt::spawn(slot.clone(), t, permit);
         n += 1;
     }
     n
 }
 
-/// Registers a task leased ahead, so the heartbeat keeps its lease while it waits.
-fn waiting(shared: &Shared, kind: &KindRuntime, t: &ClaimedTask, claimed: Instant) {
+/// Registers a claimed task, so the heartbeat keeps its lease while it waits and runs.
+fn waiting_for_slot(shared: &Shared, kind: &KindRuntime, t: &ClaimedTask, claimed: Instant) {
     shared.inflight.insert(
-        LeaseRef {
-            id: t.id,
-            epoch: t.epoch,
-        },
+        lease_of(t),
         Running {
             since: claimed,
             lease: kind.config.lease,
             abort: None,
         },
     );
-}
-
-fn start(
-    shared: &Arc<Shared>,
-    kind: &Arc<KindRuntime>,
-    task: ClaimedTask,
-    permit: OwnedSemaphorePermit,
-    done: mpsc::Sender<Write>,
-) {
-    let lease = LeaseRef {
-        id: task.id,
-        epoch: task.epoch,
-    };
-    // Registered in the in-flight registry when it was claimed (`waiting`).
-    let shared2 = shared.clone();
-    let kind = kind.clone();
-    let handle = tokio::spawn(async move {
-        let shared = shared2;
-        let cfg = &kind.config;
-        let started_at = shared.clock.now();
-        let (attempt, max_attempts) = (task.attempt, task.max_attempts);
-        kind.metrics.attempts.increment(1);
-        kind.metrics
-            .start_delay
-            .record(crate::metrics::since_due(&task, started_at));
-        let clock_start = Instant::now();
-        let (decision, http_status) = if task.expires_at.is_some_and(|e| e <= started_at) {
-            // Past its business validity: compensated, never run.
-            (expired(), None)
-        } else {
-            let report = kind.executor.attempt(task, cfg.timeout, started_at).await;
-            let now = shared.clock.now();
-            let d = decide(
-                attempt,
-                max_attempts,
-                &report.outcome,
-                &cfg.retry,
-                now,
-                rand::random::<f64>(),
-            );
-            (d, report.http_status)
-        };
-        let completion = Completion {
-            lease,
-            attempt,
-            status: decision.status,
-            run_at: decision.run_at,
-            last_error: decision.last_error,
-            reason: decision.reason,
-            outcome: decision.attempt_outcome,
-            http_status,
-            started_at,
-            ended_at: shared.clock.now(),
-            worker: shared.owner.clone(),
-        };
-        kind.metrics
-            .ended(completion.outcome, clock_start.elapsed());
-        shared.alerts.attempt(&cfg.name, completion.outcome);
-        // Announced by the completer once written (a stale outcome makes no dead letter).
-        let dead_letter =
-            (completion.status == backstop_core::Status::Failed).then(|| DeadLetter {
-                kind: cfg.name.clone(),
-                error: completion.last_error.clone().unwrap_or_default(),
-                reason: completion.reason.clone().unwrap_or_default(),
-            });
-        let finished = Finished {
-            completion,
-            dead_letter,
-        };
-        if done.send(Write::Outcome(Box::new(finished))).await.is_err() {
-            tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
-        }
-        shared.inflight.remove(&lease);
-        drop(permit);
-    });
-    shared.inflight.set_abort(&lease, handle.abort_handle());
 }

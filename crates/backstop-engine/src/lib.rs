@@ -8,6 +8,7 @@
 
 pub mod alerts;
 pub mod callbacks;
+mod attempt;
 mod completer;
 mod dispatcher;
 mod engine;
@@ -16,6 +17,7 @@ mod entities;
 mod executor;
 mod handler;
 mod heartbeat;
+mod held;
 mod inflight;
 pub mod leader;
 pub mod lease_token;

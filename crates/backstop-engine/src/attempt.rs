@@ -1,0 +1,158 @@
+//! One attempt of a push or in-process task, run in a slot of its kind's concurrency, and the
+//! hand-off of that slot when it ends.
+//!
+//! When the attempt ends, its slot goes to the next held task of the kind: that task's start
+//! is sent with the outcome, so the completer writes both in one transaction, and the next
+//! attempt runs once that write is durable. Measured with `backstop bench http`: a start
+//! written on its own (one more commit on SQLite's single writer per batch of freed slots, and
+//! a slot idle until it lands) cut push delivery to 0.20× its raw ceiling, from 0.49×.
+
+use crate::completer::{DeadLetter, Finished, HeldStart, StartRequest, Write};
+use crate::dispatcher::KindRuntime;
+use crate::engine::Shared;
+use crate::held::Held;
+use backstop_core::decide::{decide, expired};
+use backstop_core::store::{ClaimedTask, Completion, LeaseRef};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+
+/// What an attempt needs beyond its task: its kind, the kind's held tasks (for the hand-off)
+/// and the completer's inbox.
+#[derive(Clone)]
+pub(crate) struct Slot {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) kind: Arc<KindRuntime>,
+    pub(crate) held: Arc<Held>,
+    pub(crate) done: mpsc::Sender<Write>,
+}
+
+/// The lease a claimed task is held or run under.
+pub(crate) fn lease_of(t: &ClaimedTask) -> LeaseRef {
+    LeaseRef {
+        id: t.id,
+        epoch: t.epoch,
+    }
+}
+
+/// A held task's start, for the completer.
+pub(crate) fn held_start(kind: &KindRuntime, t: &ClaimedTask) -> HeldStart {
+    HeldStart {
+        lease: lease_of(t),
+        run_at: t.run_at,
+        lease_for: kind.config.lease,
+    }
+}
+
+/// Runs a started attempt of `task` in the slot `permit` holds. The task is already in the
+/// in-flight registry (registered when it was claimed).
+pub(crate) fn spawn(slot: Slot, task: ClaimedTask, permit: OwnedSemaphorePermit) {
+    let lease = lease_of(&task);
+    let inflight = slot.shared.inflight.clone();
+    let handle = tokio::spawn(async move {
+        let finished = run(&slot, task).await;
+        hand_off(slot, lease, finished, permit).await;
+    });
+    inflight.set_abort(&lease, handle.abort_handle());
+}
+
+/// Runs the attempt (or finds the task past its validity) and decides what it leads to.
+async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
+    let (shared, kind) = (&slot.shared, &slot.kind);
+    let cfg = &kind.config;
+    let lease = lease_of(&task);
+    let started_at = shared.clock.now();
+    let (attempt, max_attempts) = (task.attempt, task.max_attempts);
+    kind.metrics.attempts.increment(1);
+    kind.metrics
+        .start_delay
+        .record(crate::metrics::since_due(&task, started_at));
+    let clock_start = Instant::now();
+    let (decision, http_status) = if task.expires_at.is_some_and(|e| e <= started_at) {
+        // Past its business validity: compensated, never run.
+        (expired(), None)
+    } else {
+        let report = kind.executor.attempt(task, cfg.timeout, started_at).await;
+        let now = shared.clock.now();
+        let d = decide(
+            attempt,
+            max_attempts,
+            &report.outcome,
+            &cfg.retry,
+            now,
+            rand::random::<f64>(),
+        );
+        (d, report.http_status)
+    };
+    let completion = Completion {
+        lease,
+        attempt,
+        status: decision.status,
+        run_at: decision.run_at,
+        last_error: decision.last_error,
+        reason: decision.reason,
+        outcome: decision.attempt_outcome,
+        http_status,
+        started_at,
+        ended_at: shared.clock.now(),
+        worker: shared.owner.clone(),
+    };
+    kind.metrics
+        .ended(completion.outcome, clock_start.elapsed());
+    shared.alerts.attempt(&cfg.name, completion.outcome);
+    // Announced by the completer once written (a stale outcome makes no dead letter).
+    let dead_letter = (completion.status == backstop_core::Status::Failed).then(|| DeadLetter {
+        kind: cfg.name.clone(),
+        error: completion.last_error.clone().unwrap_or_default(),
+        reason: completion.reason.clone().unwrap_or_default(),
+    });
+    Finished {
+        completion,
+        dead_letter,
+    }
+}
+
+/// Sends the outcome, with the start of the next held task when there is one, and runs that
+/// task in this slot once its start is written. The slot is freed when nothing is held, when
+/// the next task was no longer held, or when its start was never written.
+async fn hand_off(slot: Slot, lease: LeaseRef, finished: Finished, permit: OwnedSemaphorePermit) {
+    let next = slot.held.take();
+    let (start, answered) = match &next {
+        Some(t) => {
+            let (answer, answered) = oneshot::channel();
+            let tasks = vec![held_start(&slot.kind, t)];
+            (Some(StartRequest { tasks, answer }), Some(answered))
+        }
+        None => (None, None),
+    };
+    let write = Write {
+        outcome: Some(finished),
+        start,
+    };
+    if slot.done.send(write).await.is_err() {
+        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
+    }
+    slot.shared.inflight.remove(&lease);
+    let (Some(next), Some(answered)) = (next, answered) else {
+        return;
+    };
+    let next_lease = lease_of(&next);
+    match answered.await {
+        Ok(lost) if lost.is_empty() => {
+            slot.held.started(1);
+            let mut next = next;
+            next.started = true;
+            spawn(slot, next, permit);
+        }
+        Ok(_) => {
+            tracing::debug!(kind = %slot.kind.config.name, task = %next.id, "a held task was no longer held; not run");
+            slot.shared.inflight.remove(&next_lease);
+        }
+        Err(_) => {
+            // Unknown whether it started: not run here. Its hold lapses and it is claimed
+            // again; if it did start, it is rescued with its attempt recorded.
+            tracing::error!(kind = %slot.kind.config.name, task = %next.id, "starting a held task was never written");
+            slot.shared.inflight.remove(&next_lease);
+        }
+    }
+}
