@@ -207,7 +207,10 @@ fn start_held(slot: &Slot, slots: &Arc<Semaphore>) -> Option<JoinHandle<Starting
     if batch.is_empty() {
         return None;
     }
-    let tasks = batch.iter().map(|(t, _)| held_start(&slot.kind, t)).collect();
+    let tasks = batch
+        .iter()
+        .map(|(t, _)| held_start(&slot.kind, t))
+        .collect();
     let (answer, answered) = oneshot::channel();
     let done = slot.done.clone();
     Some(tokio::spawn(async move {

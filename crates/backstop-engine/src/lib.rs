@@ -7,8 +7,8 @@
 //! through configured state machines ([`Engine::transition`]), guarded by the ledger.
 
 pub mod alerts;
-pub mod callbacks;
 mod attempt;
+pub mod callbacks;
 mod completer;
 mod dispatcher;
 mod engine;

@@ -201,3 +201,44 @@ async fn shutdown_spends_no_attempt_on_tasks_that_did_not_start() {
     }
     assert_attempts_are_real(&*store, &sent).await;
 }
+
+/// A held task's start costs no commit of its own: the attempt that frees a slot hands it to
+/// the next held task, whose start is written with that attempt's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_task_starts_in_the_write_of_the_outcome_that_freed_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let sent = Arc::new(Mutex::new(HashMap::new()));
+    let store = Cut::new(open(&dir).await);
+    let a = engine(store.clone(), "a", sent.clone());
+    enqueue(&a, 8).await;
+    let (stop, run) = spawn(&a);
+    let ledger = open(&dir).await;
+    for _ in 0..500 {
+        if all(&*ledger).await.iter().all(|t| t.status.is_final()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(()).unwrap();
+    run.await.unwrap();
+    let tasks = all(&*ledger).await;
+    assert!(tasks.iter().all(|t| t.status == Status::Succeeded));
+    let writes = store.writes();
+    let started: usize = writes.iter().map(|w| w.starts).sum();
+    let alone: usize = writes
+        .iter()
+        .filter(|w| w.outcomes == 0)
+        .map(|w| w.starts)
+        .sum();
+    assert!(
+        started >= 4,
+        "the test needs tasks held past the first claim: {writes:?}"
+    );
+    // Two slots, 300 ms attempts: only a slot that was free when its task was held (no
+    // outcome to ride with, rare) may start it alone; written on their own, half or more are.
+    assert!(
+        alone * 4 <= started,
+        "{alone} of {started} held starts were written on their own: {writes:?}"
+    );
+    assert_attempts_are_real(&*ledger, &sent.lock().unwrap().clone()).await;
+}

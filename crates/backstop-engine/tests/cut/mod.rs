@@ -1,18 +1,27 @@
 //! A store that can be cut off from its database, as a network partition would: once cut,
-//! every call hangs (never answers), like a request to a server that no longer replies.
+//! every call hangs (never answers), like a request to a server that no longer replies. It
+//! also notes the shape of every outcome write passing through it.
 
 use backstop_core::store::*;
 use backstop_core::{
     CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
     TaskId,
 };
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One `complete` call: how many outcomes it wrote and how many attempts it started.
+#[derive(Clone, Copy, Debug)]
+pub struct Write {
+    pub outcomes: usize,
+    pub starts: usize,
+}
 
 /// Passes every call to `inner` until [`Cut::cut`]; from then on calls never complete.
 pub struct Cut {
     inner: Arc<dyn Store>,
     cut: AtomicBool,
+    writes: Mutex<Vec<Write>>,
 }
 
 impl Cut {
@@ -20,12 +29,18 @@ impl Cut {
         Arc::new(Cut {
             inner,
             cut: AtomicBool::new(false),
+            writes: Mutex::default(),
         })
     }
 
     /// Cuts the store off: calls made from now on hang.
     pub fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
+    }
+
+    /// The outcome writes so far, in order.
+    pub fn writes(&self) -> Vec<Write> {
+        self.writes.lock().unwrap().clone()
     }
 
     fn gate<'a, T: Send + 'a>(
@@ -54,6 +69,10 @@ impl Store for Cut {
         self.gate(self.inner.claim(p))
     }
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        self.writes.lock().unwrap().push(Write {
+            outcomes: p.completions.len(),
+            starts: p.starts.as_ref().map_or(0, |s| s.tasks.len()),
+        });
         self.gate(self.inner.complete(p))
     }
     fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
