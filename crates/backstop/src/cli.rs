@@ -308,6 +308,10 @@ pub struct HttpBenchArgs {
     /// Tasks per POST /v1/tasks/batch.
     #[arg(long, value_parser = whole::<usize>, default_value_t = 1000)]
     pub batch: usize,
+    /// Milliseconds the push target takes to answer, as a real receiver would (the raw push
+    /// ceiling waits as long); 0: at once.
+    #[arg(long, value_parser = whole::<u64>, default_value_t = 0)]
+    pub target_delay_ms: u64,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,

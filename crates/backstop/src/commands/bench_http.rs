@@ -40,6 +40,7 @@ const SECRET: &str = "whsec_YmVuY2gtc2lnbmluZy1zZWNyZXQ=";
 struct Report {
     tasks: usize,
     concurrency: usize,
+    target_delay_ms: u64,
     batch: usize,
     durability: &'static str,
     push_signing: &'static str,
@@ -76,6 +77,7 @@ pub async fn run(a: HttpBenchArgs) -> Result<()> {
     };
     println!("tasks: {}", r.tasks);
     println!("concurrency: {}", r.concurrency);
+    println!("push target answers after: {} ms", r.target_delay_ms);
     println!("batch: {}", r.batch);
     println!("durability: {}", r.durability);
     println!("push signing: {}", r.push_signing);
@@ -110,7 +112,8 @@ async fn measure(url: &str, a: &HttpBenchArgs) -> Result<Report> {
     let metrics = backstop_server::install_recorder();
     let store = open_store(url).await?;
     let received = Received::default();
-    let target = Loopback::start(sink::noop(received.clone())).await?;
+    let push_delay = Duration::from_millis(a.target_delay_ms);
+    let target = Loopback::start(sink::noop(received.clone(), push_delay)).await?;
 
     let mut push_kind = KindConfig::new(
         PUSH_KIND,
@@ -188,6 +191,7 @@ async fn measure(url: &str, a: &HttpBenchArgs) -> Result<Report> {
     Ok(Report {
         tasks: n,
         concurrency: c,
+        target_delay_ms: a.target_delay_ms,
         batch: b,
         durability: "full (WAL, synchronous=FULL)",
         push_signing: "Standard Webhooks (HMAC-SHA256 secret)",

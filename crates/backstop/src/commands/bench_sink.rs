@@ -9,6 +9,7 @@ use axum::routing::post;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -24,12 +25,26 @@ impl Received {
     }
 }
 
-/// The no-op target: a POST to any path reads the body, counts it and answers 200.
-pub fn noop(received: Received) -> Router {
-    Router::new().fallback(post(move |_body: Bytes| {
-        received.0.fetch_add(1, Ordering::Relaxed);
-        async {}
-    }))
+/// The no-op target: a POST to any path reads the body, counts it and answers 200; under
+/// `/push`, only after `push_delay` (a receiver's own work).
+pub fn noop(received: Received, push_delay: Duration) -> Router {
+    let counted = received.clone();
+    Router::new()
+        .route(
+            "/push",
+            post(move |_body: Bytes| {
+                counted.0.fetch_add(1, Ordering::Relaxed);
+                async move {
+                    if !push_delay.is_zero() {
+                        tokio::time::sleep(push_delay).await;
+                    }
+                }
+            }),
+        )
+        .fallback(post(move |_body: Bytes| {
+            received.0.fetch_add(1, Ordering::Relaxed);
+            async {}
+        }))
 }
 
 /// A router served on `127.0.0.1:0` until [`Loopback::stop`].
