@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the client examples against a real `backstop serve`: examples/python (enqueue, a pull
 # worker) and examples/php (enqueue, a signed push handler), with the examples' own configs
-# and an API token. Also checks that the README snippets are still the examples' code.
+# and an API token. Also checks that the snippets in README.md and docs/*.md are still the
+# examples' code.
 #
 #   BACKSTOP_BIN=/var/tmp/backstop-target/debug/backstop .ci/examples.sh
 #
@@ -103,9 +104,9 @@ run_enqueue() {
     id=$(field id <<<"$out")
 }
 
-# --- the README snippets are the examples' code ---------------------------------------------
-step "README snippets match the example files"
-python3 - README.md <<'EOF' || fail "a README snippet no longer matches its example file"
+# --- the docs' snippets are the examples' code ---------------------------------------------
+step "snippets in README.md and docs/ match the example files"
+python3 - README.md docs/*.md <<'EOF' || fail "a snippet in the docs no longer matches its example file"
 import re, sys
 # A snippet is introduced by "From [`examples/...`](...):" and must appear in that file verbatim.
 pattern = re.compile(r"From\s+\[`(examples/[^`]+)`\]\([^)]*\):\n\n```\w*\n(.*?)```", re.S)

@@ -1,6 +1,6 @@
 //! The outbox contract on MySQL / MariaDB: the application's own connections (a plain sqlx
 //! pool, REPEATABLE READ as the server defaults to, a session time zone that is not UTC)
-//! insert tasks in their own transactions, with the statement README.md documents; a real
+//! insert tasks in their own transactions, with the statement docs/outbox.md documents; a real
 //! store and engine deliver them. Each case on tables of its own (a fresh prefix) on the
 //! server named by `BACKSTOP_TEST_MYSQL_URL`; without it, each case says `skipped:` and passes.
 
@@ -16,11 +16,11 @@ use sqlx::{AssertSqlSafe, MySql, Transaction};
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// The statement README.md documents for MySQL and MariaDB (the default prefix, `backstop_`).
+/// The statement docs/outbox.md documents for MySQL and MariaDB (the default prefix, `backstop_`).
 const INSERT: &str = "INSERT INTO backstop_tasks (kind, `key`, payload) VALUES (?, ?, ?)
 ON DUPLICATE KEY UPDATE id = id";
 
-/// README.md's insert with the optional columns.
+/// docs/outbox.md's insert with the optional columns.
 const INSERT_OPTIONAL: &str =
     "INSERT INTO backstop_tasks (kind, `key`, payload, max_attempts, run_at, expires_at)
 VALUES (?, ?, ?, 3,
@@ -28,7 +28,7 @@ VALUES (?, ?, ?, 3,
         TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) DIV 1000 + 86400000)
 ON DUPLICATE KEY UPDATE id = id";
 
-/// The other form README.md mentions.
+/// The other form docs/outbox.md mentions.
 const INSERT_IGNORE: &str =
     "INSERT IGNORE INTO backstop_tasks (kind, `key`, payload) VALUES (?, ?, ?)";
 
@@ -175,12 +175,15 @@ async fn insert_ignore_twice_is_one_task_and_bytes_are_kept() {
     assert_eq!(store.counts(None).await.unwrap().total(), 1);
 }
 
-/// README.md shows exactly the statements tested here.
+/// docs/outbox.md shows exactly the statements tested here.
 #[test]
 fn readme_documents_these_statements() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/outbox.md");
     let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     for sql in [INSERT, INSERT_OPTIONAL, INSERT_IGNORE] {
-        assert!(flat(readme).contains(&flat(sql)), "README.md lacks: {sql}");
+        assert!(
+            flat(readme).contains(&flat(sql)),
+            "docs/outbox.md lacks: {sql}"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The outbox contract on PostgreSQL: the application's own connections (a plain sqlx pool)
-//! insert tasks in their own transactions, with the statement README.md documents; a real
+//! insert tasks in their own transactions, with the statement docs/outbox.md documents; a real
 //! store and engine deliver them. Each case on a fresh schema of the server named by
 //! `BACKSTOP_TEST_POSTGRES_URL`; without it, each case says `skipped:` and passes.
 
@@ -14,12 +14,12 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Postgres, Transaction};
 use std::sync::Arc;
 
-/// The statement README.md documents for PostgreSQL (the default schema, `backstop`).
+/// The statement docs/outbox.md documents for PostgreSQL (the default schema, `backstop`).
 const INSERT: &str = "INSERT INTO backstop.tasks (kind, key, payload)
 VALUES ($1, $2, convert_to($3, 'UTF8'))
 ON CONFLICT (kind, key) DO NOTHING";
 
-/// README.md's insert with the optional columns.
+/// docs/outbox.md's insert with the optional columns.
 const INSERT_OPTIONAL: &str =
     "INSERT INTO backstop.tasks (kind, key, payload, max_attempts, run_at, expires_at)
 VALUES ($1, $2, convert_to($3, 'UTF8'), 3, now() + interval '1 minute', now() + interval '1 day')
@@ -161,12 +161,15 @@ async fn a_payload_bound_as_bytes_is_kept_exactly() {
     assert_eq!(t.expect("the task").payload, bytes);
 }
 
-/// README.md shows exactly the statements tested here.
+/// docs/outbox.md shows exactly the statements tested here.
 #[test]
 fn readme_documents_these_statements() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/outbox.md");
     let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     for sql in [INSERT, INSERT_OPTIONAL] {
-        assert!(flat(readme).contains(&flat(sql)), "README.md lacks: {sql}");
+        assert!(
+            flat(readme).contains(&flat(sql)),
+            "docs/outbox.md lacks: {sql}"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The outbox contract on SQLite: the application's own connections (a plain sqlx pool on the
-//! ledger's database file) insert tasks in their own transactions, with the statement README.md
-//! documents; a real store and engine deliver them.
+//! ledger's database file) insert tasks in their own transactions, with the statement
+//! docs/outbox.md documents; a real store and engine deliver them.
 
 use backstop_core::Store;
 use backstop_core::store::BoxFuture;
@@ -12,11 +12,11 @@ use sqlx::{Sqlite, Transaction};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The statement README.md documents for SQLite.
+/// The statement docs/outbox.md documents for SQLite.
 const INSERT: &str = "INSERT INTO backstop_tasks (kind, key, payload) VALUES (?, ?, ?)
     ON CONFLICT (kind, key) DO NOTHING";
 
-/// README.md's insert with the optional columns.
+/// docs/outbox.md's insert with the optional columns.
 const INSERT_OPTIONAL: &str =
     "INSERT INTO backstop_tasks (kind, key, payload, max_attempts, run_at, expires_at)
 VALUES (?, ?, ?, 3,
@@ -249,12 +249,15 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
     );
 }
 
-/// README.md shows exactly the statements tested here.
+/// docs/outbox.md shows exactly the statements tested here.
 #[test]
 fn readme_documents_these_statements() {
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/outbox.md");
     let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     for sql in [INSERT, INSERT_OPTIONAL] {
-        assert!(flat(readme).contains(&flat(sql)), "README.md lacks: {sql}");
+        assert!(
+            flat(readme).contains(&flat(sql)),
+            "docs/outbox.md lacks: {sql}"
+        );
     }
 }
