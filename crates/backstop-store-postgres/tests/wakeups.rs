@@ -108,7 +108,7 @@ async fn an_outbox_insert_wakes_an_idle_engine() {
     }
     let mut rig = idle_engine(Duration::from_secs(30)).await;
     let mut app = admin(&rig.guard).await;
-    // README's statement, on the test's schema.
+    // docs/outbox.md's statement, on the test's schema.
     let insert = format!(
         "INSERT INTO {}.tasks (kind, key, payload)
          VALUES ($1, $2, convert_to($3, 'UTF8'))

@@ -3,7 +3,7 @@
 //! connection, and backstop picks the row up and delivers it like an enqueued task.
 //!
 //! A store's test file implements [`App`] with a plain database connection (sqlx) that runs
-//! the statement README.md documents for that database, and calls each case with a fresh,
+//! the statement docs/outbox.md documents for that database, and calls each case with a fresh,
 //! migrated store on the same database:
 //!
 //! ```ignore
