@@ -240,5 +240,6 @@ async fn a_held_task_starts_in_the_write_of_the_outcome_that_freed_its_slot() {
         alone * 4 <= started,
         "{alone} of {started} held starts were written on their own: {writes:?}"
     );
-    assert_attempts_are_real(&*ledger, &sent.lock().unwrap().clone()).await;
+    let sent = sent.lock().unwrap().clone();
+    assert_attempts_are_real(&*ledger, &sent).await;
 }

@@ -42,7 +42,7 @@ pub use backstop_core::{
 };
 pub use backstop_engine::{
     Engine, EngineBuilder, EngineOptions, EnqueueError, EnqueueRequest, Enqueued, Handler,
-    TaskContext, TransitionError, TransitionRequest, handler,
+    ManualRequest, TaskContext, TransitionError, TransitionRequest, handler,
 };
 pub use signal::shutdown_signal;
 

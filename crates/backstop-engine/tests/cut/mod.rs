@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 /// One `complete` call: how many outcomes it wrote and how many attempts it started.
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code, reason = "read only by the test binaries that count writes")]
 pub struct Write {
     pub outcomes: usize,
     pub starts: usize,
@@ -39,6 +40,7 @@ impl Cut {
     }
 
     /// The outcome writes so far, in order.
+    #[allow(dead_code, reason = "read only by the test binaries that count writes")]
     pub fn writes(&self) -> Vec<Write> {
         self.writes.lock().unwrap().clone()
     }

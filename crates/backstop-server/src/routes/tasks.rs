@@ -12,9 +12,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use backstop_core::duration::parse_duration;
-use backstop_core::store::{ListParams, ManualParams};
+use backstop_core::store::ListParams;
 use backstop_core::{Status, TaskId};
-use backstop_engine::{EnqueueError, EnqueueRequest};
+use backstop_engine::{EnqueueError, EnqueueRequest, ManualRequest};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -414,25 +414,16 @@ async fn manual(
             r.len()
         )));
     }
-    let store = state.engine().store();
-    let now = state.engine().clock().now();
-    let mut p = ManualParams {
+    let r = ManualRequest {
         id,
         actor: actor.0,
         reason,
-        max_attempts: None,
-        now,
     };
+    let engine = state.engine();
     let task = match action {
-        Action::Retry => {
-            // The budget renews to the kind's current limit.
-            if let Some(t) = store.get(id).await? {
-                p.max_attempts = state.engine().kinds().get(&t.kind).map(|k| k.max_attempts);
-            }
-            store.retry(p).await?
-        }
-        Action::Resolve => store.resolve(p).await?,
-        Action::Cancel => store.cancel(p).await?,
+        Action::Retry => engine.retry(r).await?,
+        Action::Resolve => engine.resolve(r).await?,
+        Action::Cancel => engine.cancel(r).await?,
     };
     Ok(Json(TaskView::new(&task, None)).into_response())
 }

@@ -3,9 +3,9 @@
 use super::{Ctx, print_json, task_id};
 use crate::cli::DeadCommand;
 use anyhow::{Result, bail};
-use backstop::Status;
 use backstop::view::{TaskView, task_line};
-use backstop_core::store::{ListParams, ManualParams};
+use backstop::{ManualRequest, Status};
+use backstop_core::store::ListParams;
 
 /// Who the timeline says asked, for actions taken from the command line.
 fn actor() -> String {
@@ -43,25 +43,14 @@ pub async fn run(ctx: &Ctx, c: DeadCommand) -> Result<()> {
         DeadCommand::Retry { ids } => {
             // Every id must parse before anything changes.
             let ids = ids.iter().map(|s| task_id(s)).collect::<Result<Vec<_>>>()?;
-            let store = ctx.store().await?;
+            let engine = ctx.engine(ctx.store().await?)?;
             let mut failures = Vec::new();
             for id in ids {
-                let budget = match store.get(id).await? {
-                    Some(t) => ctx
-                        .config
-                        .kinds
-                        .iter()
-                        .find(|k| k.name == t.kind)
-                        .map(|k| k.max_attempts),
-                    None => None,
-                };
-                let r = store
-                    .retry(ManualParams {
+                let r = engine
+                    .retry(ManualRequest {
                         id,
                         actor: actor(),
                         reason: None,
-                        max_attempts: budget,
-                        now: jiff::Timestamp::now(),
                     })
                     .await;
                 match r {
@@ -83,14 +72,12 @@ pub async fn run(ctx: &Ctx, c: DeadCommand) -> Result<()> {
             if reason.trim().is_empty() {
                 bail!("--reason must say why the task is resolved");
             }
-            let store = ctx.store().await?;
-            let t = store
-                .resolve(ManualParams {
+            let engine = ctx.engine(ctx.store().await?)?;
+            let t = engine
+                .resolve(ManualRequest {
                     id,
                     actor: actor(),
                     reason: Some(reason),
-                    max_attempts: None,
-                    now: jiff::Timestamp::now(),
                 })
                 .await?;
             println!("{}  resolved: {}", t.id, t.status);
