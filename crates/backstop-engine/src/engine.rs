@@ -491,7 +491,11 @@ impl Engine {
         tracing::info!(
             worker = %shared.owner,
             push_or_in_process = shared.kinds.len(),
-            pull = shared.configs.len() - shared.kinds.len(),
+            pull = shared
+                .configs
+                .values()
+                .filter(|k| matches!(k.target, Target::Pull))
+                .count(),
             "engine started"
         );
 
