@@ -28,9 +28,8 @@
 //! ```
 
 pub mod config;
-mod config_alerts;
-mod config_machines;
-pub mod config_sources;
+/// The path `[sources.NAME]` had before `config` became a folder.
+pub use config::sources as config_sources;
 mod signal;
 pub mod view;
 

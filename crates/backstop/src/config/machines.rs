@@ -7,7 +7,7 @@
 //! transitions = { pending = ["paid", "closed"], paid = ["refunding", "refunded"], refunding = ["refunded"] }
 //! ```
 
-use crate::config::ConfigError;
+use super::ConfigError;
 use backstop_core::Machine;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -2,14 +2,18 @@
 //! of guarded transitions. A wrong file is rejected at start with the file, the key and what is
 //! wrong.
 
-use crate::config_alerts::{RawReconciler, RawSink};
-use crate::config_machines::RawMachine;
+mod alerts;
+mod machines;
+pub mod sources;
+
+use alerts::{RawReconciler, RawSink};
 use backstop_core::duration::parse_duration;
 use backstop_core::validate::{self, DEFAULT_MAX_PAYLOAD};
 use backstop_core::{KindConfig, Machine, RetryPolicy, Target};
 use backstop_engine::alerts::AlertOptions;
 use backstop_engine::{EngineOptions, RetentionPolicy};
 use backstop_server::{ApiToken, ConnectionLimits, Limits};
+use machines::RawMachine;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -31,7 +35,7 @@ pub struct Config {
     /// `[machines.NAME]`: the state machines of guarded transitions.
     pub machines: Vec<Machine>,
     /// `[sources.NAME]`: inbound callback sources.
-    pub sources: Vec<crate::config_sources::SourceConfig>,
+    pub sources: Vec<sources::SourceConfig>,
 }
 
 /// The HTTP API: where it listens, who may call it, and its bounds.
@@ -104,7 +108,7 @@ struct RawConfig {
     #[serde(default)]
     machines: BTreeMap<String, RawMachine>,
     #[serde(default)]
-    sources: BTreeMap<String, crate::config_sources::RawSource>,
+    sources: BTreeMap<String, sources::RawSource>,
 }
 
 /// `[retention]`: how long finished tasks are kept. `failed` is read only to refuse it.
@@ -315,11 +319,11 @@ impl Config {
             kinds.push(kc);
         }
         let api = api(raw.api, &invalid)?;
-        let mut alerts = crate::config_alerts::reconciler(&raw.reconciler, &mut engine, &invalid)?;
-        crate::config_alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
-        let machines = crate::config_machines::machines(raw.machines, &invalid)?;
+        let mut alerts = alerts::reconciler(&raw.reconciler, &mut engine, &invalid)?;
+        alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
+        let machines = machines::machines(raw.machines, &invalid)?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
-        let sources = crate::config_sources::sources(raw.sources, &kinds, base, &invalid)?;
+        let sources = sources::sources(raw.sources, &kinds, base, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,

@@ -1,6 +1,6 @@
 //! `[reconciler]` and `[[alerts]]`: the reconciler's thresholds, and where alerts go.
 
-use crate::config::ConfigError;
+use super::ConfigError;
 use backstop_core::duration::parse_duration;
 use backstop_engine::EngineOptions;
 use backstop_engine::alerts::{AlertName, AlertOptions, AlertSink, FailureRate};

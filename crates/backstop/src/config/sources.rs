@@ -13,7 +13,7 @@
 //! Key files are read relative to the configuration file's directory, and every source's
 //! verifier is built here, so a key that could never verify anything stops the start.
 
-use crate::config::ConfigError;
+use super::ConfigError;
 use backstop_core::KindConfig;
 use backstop_core::duration::parse_duration;
 use backstop_engine::callbacks::{CallbackSource, DEFAULT_MAX_CALLBACK_BODY};
