@@ -1,26 +1,12 @@
-//! `[reconciler]` and `[[alerts]]`: the reconciler's thresholds, and where alerts go.
+//! `[[alerts]]`: where alerts go, in which format, for which events.
 
-use super::ConfigError;
-use backstop_core::duration::parse_duration;
-use backstop_engine::EngineOptions;
-use backstop_engine::alerts::{AlertName, AlertOptions, AlertSink, FailureRate};
+use super::{ConfigError, Invalid};
+use backstop_engine::alerts::{AlertName, AlertOptions, AlertSink};
 use serde::Deserialize;
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawReconciler {
-    overdue: Option<String>,
-    stalled: Option<String>,
-    audit_batch: Option<usize>,
-    backlog_alert: Option<u64>,
-    alert_window: Option<String>,
-    failure_rate: Option<f64>,
-    failure_min_attempts: Option<u64>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawSink {
+pub(super) struct RawSink {
     name: Option<String>,
     url: String,
     format: Option<String>,
@@ -28,66 +14,8 @@ pub(crate) struct RawSink {
     secret: Option<String>,
 }
 
-type Invalid<'a> = &'a dyn Fn(String, String) -> ConfigError;
-
-/// Applies `[reconciler]` to the engine options; returns the alert window and failure rate.
-pub(crate) fn reconciler(
-    r: &RawReconciler,
-    engine: &mut EngineOptions,
-    invalid: Invalid,
-) -> Result<AlertOptions, ConfigError> {
-    let dur = |key: &str, v: &str| {
-        parse_duration(v)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                invalid(
-                    format!("reconciler.{key}"),
-                    format!("{v:?} is not a positive duration such as \"30s\" or \"5m\""),
-                )
-            })
-    };
-    if let Some(v) = &r.overdue {
-        engine.overdue_after = dur("overdue", v)?;
-    }
-    if let Some(v) = &r.stalled {
-        engine.stalled_after = dur("stalled", v)?;
-    }
-    if let Some(n) = r.audit_batch {
-        if n == 0 {
-            return Err(invalid(
-                "reconciler.audit_batch".into(),
-                "must be at least 1".into(),
-            ));
-        }
-        engine.audit_batch = n;
-    }
-    engine.backlog_alert = r.backlog_alert;
-    let mut alerts = AlertOptions::default();
-    if let Some(v) = &r.alert_window {
-        alerts.window = dur("alert_window", v)?;
-    }
-    if let Some(t) = r.failure_rate {
-        if !(0.0..=1.0).contains(&t) {
-            return Err(invalid(
-                "reconciler.failure_rate".into(),
-                format!("{t} is not a share between 0 and 1"),
-            ));
-        }
-        let min = alerts.failure_rate.map_or(20, |f| f.min_attempts);
-        alerts.failure_rate = Some(FailureRate {
-            threshold: t,
-            min_attempts: min,
-        });
-    }
-    if let (Some(n), Some(f)) = (r.failure_min_attempts, alerts.failure_rate.as_mut()) {
-        f.min_attempts = n;
-    }
-    Ok(alerts)
-}
-
 /// Reads the `[[alerts]]` sinks into `alerts`.
-pub(crate) fn sinks(
+pub(super) fn sinks(
     raw: Vec<RawSink>,
     alerts: &mut AlertOptions,
     check_url: &dyn Fn(&str) -> Result<(), String>,
@@ -135,4 +63,52 @@ pub(crate) fn sinks(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::config::tests::assert_refused;
+    use std::time::Duration;
+
+    #[test]
+    fn alert_sinks_are_read_and_checked() {
+        let c = Config::parse(
+            "[reconciler]\noverdue = \"2m\"\nstalled = \"45s\"\nbacklog_alert = 5000\nalert_window = \"30s\"\nfailure_rate = 0.25\n\n[[alerts]]\nname = \"ops\"\nurl = \"https://hooks.slack.com/services/T/B/x\"\nformat = \"slack\"\nevents = [\"task.failed\", \"reconciler.stalled\"]\n\n[[alerts]]\nurl = \"http://127.0.0.1:9/alerts\"\n\n[kinds.\"sms.send\"]\nurl = \"http://127.0.0.1:9/sms\"\npaused = true\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.alerts.window, Duration::from_secs(30));
+        assert_eq!(c.alerts.failure_rate.unwrap().threshold, 0.25);
+        assert_eq!(c.alerts.sinks.len(), 2);
+        assert_eq!(c.alerts.sinks[0].events.len(), 2);
+        assert_eq!(c.alerts.sinks[1].name, "sink2");
+        assert!(c.kinds[0].paused);
+        for (toml, key) in [
+            ("[[alerts]]\nurl = \"ftp://x\"", "alerts[0].url"),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nformat = \"teams\"",
+                "alerts[0].format",
+            ),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nevents = [\"task.lost\"]",
+                "alerts[0].events",
+            ),
+            (
+                "[[alerts]]\nurl = \"http://x\"\nname = \"a b\"",
+                "alerts[0].name",
+            ),
+        ] {
+            let e = Config::parse(toml, "t.toml").unwrap_err().to_string();
+            assert!(e.contains(key), "{toml}: {e}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file_the_sink_and_the_field() {
+        assert_refused(&[(
+            "[[alerts]]\nurl = \"http://x\"\nsecret = \"raw-secret\"",
+            "alerts[0].secret: webhook secret does not start with `whsec_`",
+        )]);
+    }
 }
