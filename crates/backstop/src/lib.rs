@@ -34,12 +34,6 @@
 
 #[cfg(feature = "cli")]
 pub mod config;
-#[cfg(feature = "cli")]
-mod config_alerts;
-#[cfg(feature = "cli")]
-mod config_machines;
-#[cfg(feature = "cli")]
-pub mod config_sources;
 mod signal;
 #[cfg(feature = "cli")]
 pub mod view;

@@ -3,6 +3,7 @@
 //! move to a state and is answered `applied`, `duplicate`, `rejected` or `stale`, and every
 //! answer is kept in the entity's history.
 
+use super::problems::{BodyOverLimit, NotJson, Unauthorized};
 use crate::extract::{ApiJson, ApiPath};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -215,10 +216,10 @@ fn detail(o: &TransitionOutcome, allowed_from: &[String]) -> String {
     responses(
         (status = 200, description = "Decided: applied, duplicate, rejected or stale", body = TransitionView),
         (status = 400, description = "Malformed JSON, or a path that is not UTF-8", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 404, description = "Unknown machine", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
         (status = 422, description = "Not a state of the machine (`unknown-state`), or invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn transition(
@@ -259,7 +260,7 @@ async fn transition(
     responses(
         (status = 200, description = "The entity and every decision about it", body = EntityHistoryView),
         (status = 400, description = "A path that is not UTF-8", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 404, description = "Unknown machine (`unknown-machine`), or no request about this entity was ever decided (`not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid id", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -11,6 +11,7 @@
 //! `GET /v1/hooks/{source}/requests` lists recent requests with their verdicts, behind the
 //! token like the rest of the API ([`router`]).
 
+use super::problems::{BadQuery, NoSuchSource, Unauthorized};
 use crate::extract::{ApiPath, ApiQuery, BodyError, read_body_within};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -75,7 +76,7 @@ fn unknown_source(source: &str) -> Problem {
             (Problem = "application/problem+json"), (WechatFailure = "application/json"), (String = "text/plain"))),
         (status = 401, description = "Signature, timestamp or a required header wrong or missing", content(
             (Problem = "application/problem+json"), (WechatFailure = "application/json"), (String = "text/plain"))),
-        (status = 404, description = "No such source", body = Problem, content_type = "application/problem+json"),
+        NoSuchSource,
         (status = 413, description = "Body over the source's limit", content(
             (Problem = "application/problem+json"), (WechatFailure = "application/json"), (String = "text/plain"))),
         (status = 503, description = "The ledger could not record it; the provider sends it again", content(
@@ -254,9 +255,9 @@ pub struct RequestPage {
     params(("source" = String, Path, description = "A configured `[sources.NAME]`"), RequestsQuery),
     responses(
         (status = 200, description = "One page of requests", body = RequestPage),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such source", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Bad query parameters", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        NoSuchSource,
+        BadQuery,
     ))]
 async fn requests(
     State(state): State<AppState>,

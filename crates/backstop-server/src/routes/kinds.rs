@@ -1,5 +1,6 @@
 //! `/v1/kinds`: the configured kinds, their policies and live counts.
 
+use super::problems::Unauthorized;
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::Json;
@@ -87,7 +88,7 @@ fn retry_view(p: &RetryPolicy) -> RetryView {
 #[utoipa::path(get, path = "/v1/kinds", tag = "kinds", operation_id = "list_kinds",
     responses(
         (status = 200, description = "The configured kinds", body = KindList),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
     ))]
 async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> {
     let engine = state.engine();

@@ -1,6 +1,9 @@
 //! `/v1/leases`: workers in any language lease tasks of `pull` kinds, heartbeat them and report
 //! outcomes. Completions are fenced by the lease's epoch.
 
+use super::problems::{
+    BodyOverLimit, MalformedJson, NotALeaseToken, NotJson, Unauthorized, UnknownKind,
+};
 use crate::extract::{ApiJson, ApiPath, OptionalJson};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -107,11 +110,11 @@ fn duration(
     request_body = LeaseBody,
     responses(
         (status = 200, description = "Leased tasks (empty when none became due within `wait`)", body = LeaseResponse),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
+        UnknownKind,
+        BodyOverLimit,
+        NotJson,
         (status = 422, description = "Invalid fields, a kind that is not `pull`, or a bound exceeded", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn lease(
@@ -185,8 +188,8 @@ pub struct HeartbeatResponse {
     params(("token" = String, Path, description = "The lease token")),
     responses(
         (status = 200, description = "Extended", body = HeartbeatResponse),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        NotALeaseToken,
         (status = 409, description = "The lease was lost: stop working on the task", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn heartbeat(
@@ -263,12 +266,12 @@ fn truncate(mut s: String) -> String {
     request_body(content = CompleteBody, description = "The outcome, always explicit"),
     responses(
         (status = 200, description = "Recorded (or the same outcome was already recorded)", body = CompleteResponse),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
+        NotALeaseToken,
         (status = 409, description = "Stale token: the lease was lost and the outcome was not recorded as the task's (`lease-lost`); or this attempt already ended with another outcome (`already-completed`)", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
         (status = 422, description = "No outcome given (an empty body, `null` or `{}`), or invalid fields", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn complete(
@@ -313,8 +316,8 @@ async fn complete(
     params(("token" = String, Path, description = "The lease token")),
     responses(
         (status = 204, description = "Released; the attempt is recorded as interrupted"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not a lease token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        NotALeaseToken,
         (status = 409, description = "The lease was already lost or completed", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn release(

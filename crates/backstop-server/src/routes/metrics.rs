@@ -1,6 +1,7 @@
 //! `/metrics`: Prometheus text format. Counters and histograms come from the engine through
 //! the `metrics` facade; tasks by kind and status are read from the ledger at scrape time.
 
+use super::problems::Unauthorized;
 use crate::problem::Problem;
 use crate::state::AppState;
 use axum::extract::State;
@@ -102,7 +103,7 @@ fn describe() {
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses(
         (status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 503, description = "Metrics are not enabled in this process", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {

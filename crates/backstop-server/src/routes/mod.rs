@@ -1,4 +1,5 @@
-//! One module per resource, each exposing `router()`.
+//! One module per resource, each exposing `router()`, and the problem responses they share in
+//! the OpenAPI document (`problems`).
 
 pub mod entities;
 pub mod health;
@@ -6,5 +7,6 @@ pub mod hooks;
 pub mod kinds;
 pub mod leases;
 pub mod metrics;
+mod problems;
 pub mod reconciliations;
 pub mod tasks;

@@ -1,6 +1,7 @@
 //! `/v1/reconciliations`: upload a provider's statement and reconcile it against the ledger's
 //! tasks of one kind; list the runs; fetch a run's report. The same as `backstop reconcile`.
 
+use super::problems::{InvalidParameters, Unauthorized, UnknownKind};
 use crate::extract::{ApiPath, ApiQuery, BodyError, read_body_within};
 use crate::problem::Problem;
 use crate::state::AppState;
@@ -124,10 +125,10 @@ fn time(o: &Option<String>, name: &str) -> Result<Option<jiff::Timestamp>, Probl
     responses(
         (status = 200, description = "The run and its report", body = RunResult),
         (status = 400, description = "The statement cannot be read", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        UnknownKind,
         (status = 413, description = "Statement over the body limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameters", body = Problem, content_type = "application/problem+json"),
+        InvalidParameters,
     ))]
 async fn create(
     State(state): State<AppState>,
@@ -238,8 +239,8 @@ fn view(r: backstop_core::store::StatementRun, with_report: bool) -> RunView {
     params(ListQuery),
     responses(
         (status = 200, description = "Runs, newest first (without their reports)", body = RunList),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameters", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        InvalidParameters,
     ))]
 async fn list(
     State(state): State<AppState>,
@@ -270,7 +271,7 @@ async fn list(
     params(("id" = String, Path, description = "Run id (`st-…`)")),
     responses(
         (status = 200, description = "The run and its report", body = RunView),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn show(

@@ -1,6 +1,10 @@
 //! `/v1/tasks`: enqueue (one or a batch), read, list, and the manual actions on dead letters
 //! and pending tasks.
 
+use super::problems::{
+    BadQuery, BodyOverLimit, InvalidFields, MalformedJson, NoSuchTask, NotJson, Unauthorized,
+    UnknownKind,
+};
 use crate::auth::Actor;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use crate::problem::Problem;
@@ -120,13 +124,13 @@ fn traceparent(headers: &HeaderMap) -> Option<&str> {
     responses(
         (status = 201, description = "Created", body = Enqueued),
         (status = 200, description = "The same (kind, key) and payload already existed", body = Enqueued),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown kind", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
+        UnknownKind,
         (status = 409, description = "The (kind, key) exists with a different payload", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Payload or body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        NotJson,
+        InvalidFields,
     ))]
 async fn enqueue(
     State(state): State<AppState>,
@@ -186,11 +190,11 @@ pub struct BatchItem {
     params(("traceparent" = Option<String>, Header, description = "W3C trace context, stored on every task of the batch")),
     responses(
         (status = 200, description = "Per-item results, in order", body = BatchResults),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
         (status = 404, description = "An item names an unknown kind", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Too many items, or a payload or the body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
+        NotJson,
         (status = 422, description = "An item is invalid, or a (kind, key) appears twice", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn enqueue_batch(
@@ -268,8 +272,8 @@ fn parse_id(id: &str) -> Result<TaskId, Problem> {
     params(("id" = String, Path, description = "Task id")),
     responses(
         (status = 200, description = "The task and its timeline (`events`)", body = TaskView),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        NoSuchTask,
     ))]
 async fn show(
     State(state): State<AppState>,
@@ -318,8 +322,8 @@ pub struct TaskPage<'a> {
     params(ListQuery),
     responses(
         (status = 200, description = "One page of tasks", body = TaskPage),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Bad query parameters", body = Problem, content_type = "application/problem+json"),
+        Unauthorized,
+        BadQuery,
     ))]
 async fn list(
     State(state): State<AppState>,
@@ -440,13 +444,13 @@ enum Action {
     request_body(content = Option<ReasonBody>, description = "Optional reason"),
     responses(
         (status = 200, description = "The task, pending again", body = TaskView),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
+        NoSuchTask,
         (status = 409, description = "The task is not failed or compensated", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
+        InvalidFields,
     ))]
 async fn retry(
     State(state): State<AppState>,
@@ -463,12 +467,12 @@ async fn retry(
     request_body = ResolveBody,
     responses(
         (status = 200, description = "The task, compensated", body = TaskView),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
+        NoSuchTask,
         (status = 409, description = "The task is not failed", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
         (status = 422, description = "No reason given", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn resolve(
@@ -491,13 +495,13 @@ async fn resolve(
     request_body(content = Option<ReasonBody>, description = "Optional reason"),
     responses(
         (status = 200, description = "The task, compensated", body = TaskView),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or wrong bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such task", body = Problem, content_type = "application/problem+json"),
+        MalformedJson,
+        Unauthorized,
+        NoSuchTask,
         (status = 409, description = "The task is not pending", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over the limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
+        InvalidFields,
     ))]
 async fn cancel(
     State(state): State<AppState>,

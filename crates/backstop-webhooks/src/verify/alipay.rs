@@ -7,8 +7,8 @@
 //! be UTF-8 to become JSON. Alipay resends a notification for about 25 hours with the same
 //! `notify_id`, so there is no timestamp window.
 
+use super::headers::clip;
 use super::keys::{self, PublicKey};
-use super::util::clip;
 use super::{Checked, ConfigError, InboundRequest, KeyFile, Rejection, Scheme};
 use aws_lc_rs::signature::ParsedPublicKey;
 use base64::Engine as _;

@@ -7,7 +7,7 @@
 //! bytes. The scheme signs no timestamp, so it has no replay window: replays are absorbed by
 //! the ledger's uniqueness on the event id (configure a key locator).
 
-use super::util::{decode_hex, tags_equal};
+use super::hex::{decode_hex, tags_equal};
 use super::{Checked, ConfigError, InboundRequest, Rejection, Scheme};
 use aws_lc_rs::hmac;
 use base64::Engine as _;

@@ -2,7 +2,7 @@
 //! KEY` sections, or the bare base64 that Alipay's console shows.
 
 use super::ConfigError;
-use super::util::encode_hex_upper;
+use super::hex::encode_hex_upper;
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rsa::{PublicEncryptingKey, PublicKey as RsaPublicKey};
 use aws_lc_rs::signature::{self, ParsedPublicKey};

@@ -26,13 +26,15 @@
 mod alipay;
 mod error;
 mod form;
+mod headers;
+mod hex;
 mod hmac;
 mod key_locator;
 mod keys;
 mod reply;
 mod standard;
 mod stripe;
-mod util;
+mod timestamps;
 mod wechatpay;
 
 pub use alipay::alipay_sign_content;

@@ -1,7 +1,7 @@
 //! `standard-webhooks`: reuses the outgoing signer's verification ([`crate::StandardWebhooks`])
 //! once per configured secret.
 
-use super::util::header;
+use super::headers::header;
 use super::{Checked, ConfigError, InboundRequest, Rejection, Scheme};
 use crate::{StandardWebhooks, VerifyError};
 

@@ -1,7 +1,9 @@
 //! `stripe`: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]`, HMAC-SHA256 over `{t}.{body}`
 //! keyed by the endpoint secret's own bytes (`whsec_…` is not decoded).
 
-use super::util::{decode_hex, parse_timestamp, required_header, tags_equal, within_inclusive};
+use super::headers::required_header;
+use super::hex::{decode_hex, tags_equal};
+use super::timestamps::{parse_timestamp, within_inclusive};
 use super::{Checked, ConfigError, InboundRequest, Rejection, Scheme};
 use aws_lc_rs::hmac;
 

@@ -7,8 +7,9 @@
 //! with the APIv3 key (AES-256 for a 32-byte key, AES-128 for 16), nonce = `resource.nonce`,
 //! AAD = `resource.associated_data`, ciphertext = base64 with the 16-byte tag at its end.
 
+use super::headers::{clip, header, required_header};
 use super::keys::{self, PublicKey};
-use super::util::{clip, header, parse_timestamp, required_header, skew};
+use super::timestamps::{parse_timestamp, skew};
 use super::{Checked, ConfigError, InboundRequest, KeyFile, Rejection, Scheme};
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use base64::Engine as _;

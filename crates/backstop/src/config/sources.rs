@@ -13,7 +13,7 @@
 //! Key files are read relative to the configuration file's directory, and every source's
 //! verifier is built here, so a key that could never verify anything stops the start.
 
-use crate::config::ConfigError;
+use super::{ConfigError, Invalid};
 use backstop_core::KindConfig;
 use backstop_core::duration::parse_duration;
 use backstop_engine::callbacks::{CallbackSource, DEFAULT_MAX_CALLBACK_BODY};
@@ -24,7 +24,7 @@ use std::path::Path;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawSource {
+pub(super) struct RawSource {
     scheme: String,
     kind: Option<String>,
     #[serde(default)]
@@ -60,11 +60,9 @@ impl SourceConfig {
     }
 }
 
-type Invalid<'a> = &'a dyn Fn(String, String) -> ConfigError;
-
 /// Reads every `[sources.NAME]`; `kinds` are the configured kinds, `base` the directory key
 /// files are relative to.
-pub(crate) fn sources(
+pub(super) fn sources(
     raw: BTreeMap<String, RawSource>,
     kinds: &[KindConfig],
     base: &Path,

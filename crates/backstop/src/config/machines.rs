@@ -7,24 +7,22 @@
 //! transitions = { pending = ["paid", "closed"], paid = ["refunding", "refunded"], refunding = ["refunded"] }
 //! ```
 
-use crate::config::ConfigError;
+use super::{ConfigError, Invalid};
 use backstop_core::Machine;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawMachine {
+pub(super) struct RawMachine {
     initial: Option<String>,
     #[serde(default)]
     transitions: BTreeMap<String, Vec<String>>,
 }
 
-type Invalid<'a> = &'a dyn Fn(String, String) -> ConfigError;
-
 /// Checks every machine; an error names the machine's key and the part that is wrong
 /// (`machines."order".initial`, `machines."order".transitions.paid`).
-pub(crate) fn machines(
+pub(super) fn machines(
     raw: BTreeMap<String, RawMachine>,
     invalid: Invalid,
 ) -> Result<Vec<Machine>, ConfigError> {
