@@ -145,7 +145,12 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
         "the first few ids only"
     );
     assert!(got[0]["text"].as_str().unwrap().contains("task.failed"));
-    let c = store.counts(Some(alert_kind)).await.unwrap();
+    // The sink answered; the outcome of that push reaches the ledger a commit later.
+    let mut c = store.counts(Some(alert_kind)).await.unwrap();
+    while c.succeeded < got.len() as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c = store.counts(Some(alert_kind)).await.unwrap();
+    }
     assert_eq!(c.succeeded, got.len() as u64, "each message delivered once");
     let retried = store
         .list(backstop_core::store::ListParams {
