@@ -10,14 +10,21 @@
 
 mod callbacks;
 pub mod cases;
+mod claim;
+mod complete;
+mod enqueue;
 mod entities;
 mod fixtures;
 mod holds;
 mod leadership;
+mod leases;
+mod manual;
 pub mod outbox;
 pub mod proxy;
+mod reads;
 mod redrive;
 mod retention;
+mod schema;
 pub mod server;
 mod watch;
 
