@@ -136,23 +136,39 @@ async fn hand_off(slot: Slot, lease: LeaseRef, finished: Finished, permit: Owned
     let (Some(next), Some(answered)) = (next, answered) else {
         return;
     };
-    let next_lease = lease_of(&next);
-    match answered.await {
-        Ok(lost) if lost.is_empty() => {
-            slot.held.started(1);
-            let mut next = next;
-            next.started = true;
-            spawn(slot, next, permit);
+    let n = run_answered(&slot, vec![(next, permit)], answered.await.ok());
+    slot.held.started(n);
+}
+
+/// Runs the attempts of held tasks whose start the completer answered (`lost`: the leases no
+/// longer held; `None`: the start was never written) and drops the others, freeing their
+/// slots. Returns how many attempts it started.
+pub(crate) fn run_answered(
+    slot: &Slot,
+    batch: Vec<(ClaimedTask, OwnedSemaphorePermit)>,
+    lost: Option<Vec<LeaseRef>>,
+) -> usize {
+    let name = &slot.kind.config.name;
+    let Some(lost) = lost else {
+        // Unknown whether they started: not run here. Holds lapse and the tasks are claimed
+        // again; one that did start is rescued with its attempt recorded.
+        tracing::error!(kind = %name, tasks = batch.len(), "starting held tasks was never written");
+        for (t, _) in &batch {
+            slot.shared.inflight.remove(&lease_of(t));
         }
-        Ok(_) => {
-            tracing::debug!(kind = %slot.kind.config.name, task = %next.id, "a held task was no longer held; not run");
-            slot.shared.inflight.remove(&next_lease);
+        return 0;
+    };
+    let mut n = 0;
+    for (mut t, permit) in batch {
+        let lease = lease_of(&t);
+        if lost.contains(&lease) {
+            tracing::debug!(kind = %name, task = %t.id, "a held task was no longer held; not run");
+            slot.shared.inflight.remove(&lease);
+            continue;
         }
-        Err(_) => {
-            // Unknown whether it started: not run here. Its hold lapses and it is claimed
-            // again; if it did start, it is rescued with its attempt recorded.
-            tracing::error!(kind = %slot.kind.config.name, task = %next.id, "starting a held task was never written");
-            slot.shared.inflight.remove(&next_lease);
-        }
+        t.started = true;
+        spawn(slot.clone(), t, permit);
+        n += 1;
     }
+    n
 }

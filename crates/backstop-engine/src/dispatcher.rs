@@ -105,7 +105,7 @@ pub(crate) async fn run(
                 match r {
                     Ok(Ok(tasks)) => {
                         idle = tasks.len() < asked;
-                        let n = claimed(&slot, &slots, tasks).await;
+                        let n = claimed(&slot, &slots, tasks, |t| held.push(t)).await;
                         pace.started(n, Instant::now());
                     }
                     Ok(Err(e)) => {
@@ -143,16 +143,7 @@ pub(crate) async fn run(
     if let Some(h) = claiming
         && let Ok(Ok(tasks)) = h.await
     {
-        let at = Instant::now();
-        for t in tasks {
-            waiting_for_slot(&shared, &kind, &t, at);
-            if t.started {
-                let permit = slots.clone().acquire_owned().await.expect("never closed");
-                attempt::spawn(slot.clone(), t, permit);
-            } else {
-                left.push(t);
-            }
-        }
+        claimed(&slot, &slots, tasks, |t| left.push(t)).await;
     }
     if !left.is_empty() {
         let leases: Vec<LeaseRef> = left.iter().map(lease_of).collect();
@@ -173,8 +164,14 @@ pub(crate) async fn run(
     }
 }
 
-/// Runs what a claim started and holds the rest; returns how many attempts it started.
-async fn claimed(slot: &Slot, slots: &Arc<Semaphore>, tasks: Vec<ClaimedTask>) -> usize {
+/// Runs what a claim started and gives the rest to `hold`; returns how many attempts it
+/// started.
+async fn claimed(
+    slot: &Slot,
+    slots: &Arc<Semaphore>,
+    tasks: Vec<ClaimedTask>,
+    mut hold: impl FnMut(ClaimedTask),
+) -> usize {
     let at = Instant::now();
     let mut n = 0;
     for t in tasks {
@@ -185,7 +182,7 @@ async fn claimed(slot: &Slot, slots: &Arc<Semaphore>, tasks: Vec<ClaimedTask>) -
             attempt::spawn(slot.clone(), t, permit);
             n += 1;
         } else {
-            slot.held.push(t);
+            hold(t);
         }
     }
     n
@@ -229,36 +226,13 @@ fn start_held(slot: &Slot, slots: &Arc<Semaphore>) -> Option<JoinHandle<Starting
 /// Runs the attempts a start began; drops the tasks no longer held. Returns how many
 /// attempts it started.
 fn run_started(slot: &Slot, r: Result<Starting, tokio::task::JoinError>) -> usize {
-    let name = &slot.kind.config.name;
-    let (batch, lost) = match r {
-        Ok((batch, Some(lost))) => (batch, lost),
-        Ok((batch, None)) => {
-            // Unknown whether they started: not run here. Holds lapse and the tasks are
-            // claimed again; one that did start is rescued with its attempt recorded.
-            tracing::error!(kind = %name, tasks = batch.len(), "starting held tasks was never written");
-            for (t, _) in &batch {
-                slot.shared.inflight.remove(&lease_of(t));
-            }
-            return 0;
-        }
+    match r {
+        Ok((batch, lost)) => attempt::run_answered(slot, batch, lost),
         Err(e) => {
-            tracing::error!(kind = %name, error = %e, "start task failed");
-            return 0;
+            tracing::error!(kind = %slot.kind.config.name, error = %e, "start task failed");
+            0
         }
-    };
-    let mut n = 0;
-    for (mut t, permit) in batch {
-        let lease = lease_of(&t);
-        if lost.contains(&lease) {
-            tracing::debug!(kind = %name, task = %t.id, "a held task was no longer held; not run");
-            slot.shared.inflight.remove(&lease);
-            continue;
-        }
-        t.started = true;
-        attempt::spawn(slot.clone(), t, permit);
-        n += 1;
     }
-    n
 }
 
 /// Registers a claimed task, so the heartbeat keeps its lease while it waits and runs.
