@@ -4,6 +4,7 @@
 //! and names who asked) are written once.
 
 use crate::engine::Engine;
+use backstop_core::store::GetParams;
 use backstop_core::store::ManualParams;
 use backstop_core::{StoreError, Task, TaskId};
 
@@ -23,7 +24,7 @@ impl Engine {
     /// no longer configured).
     pub async fn retry(&self, r: ManualRequest) -> Result<Task, StoreError> {
         let store = &self.shared.store;
-        let budget = match store.get(r.id).await? {
+        let budget = match store.get(GetParams { id: r.id }).await? {
             Some(t) => self.kinds().get(&t.kind).map(|k| k.max_attempts),
             None => None,
         };

@@ -7,6 +7,7 @@ use crate::lease_token::LeaseToken;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
 use backstop_core::store::{ClaimParams, ClaimedTask, CompleteParams, Completion, HeartbeatParams};
+use backstop_core::store::{GetParams, TimelineParams};
 use backstop_core::{Outcome, RetryPolicy, Status, StoreError, Target};
 use jiff::Timestamp;
 use std::future::Future;
@@ -257,7 +258,11 @@ impl Engine {
         t: &LeaseToken,
     ) -> Result<Option<(backstop_core::AttemptOutcome, Completed)>, PullError> {
         use backstop_core::{AttemptOutcome, EventType};
-        let events = self.shared.store.timeline(task.id).await?;
+        let events = self
+            .shared
+            .store
+            .timeline(TimelineParams { id: task.id })
+            .await?;
         let mine = events.iter().rev().find(|e| {
             e.kind == EventType::Attempt
                 && e.attempt == Some(t.attempt)
@@ -335,7 +340,7 @@ impl Engine {
         let shared = &self.shared;
         let task = shared
             .store
-            .get(t.lease.id)
+            .get(GetParams { id: t.lease.id })
             .await?
             .ok_or(PullError::LeaseLost)?;
         let default_policy = RetryPolicy::default();

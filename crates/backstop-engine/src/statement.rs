@@ -4,6 +4,7 @@
 
 use backstop_core::manual::REDRIVE;
 use backstop_core::store::{KeysParams, ManualParams, ScanParams, StatementRun};
+use backstop_core::store::{RecordStatementRunParams, StatementRunParams, TimelineParams};
 use backstop_core::{EventType, Status, Store, StoreError, Task, TaskId};
 use backstop_statement::{
     BreakClass, Ledger, LedgerEntry, LedgerPage, Money, Observer, Options, ReconcileError, Report,
@@ -224,11 +225,17 @@ pub async fn run<R: Read, O: Observer>(
     };
     // Re-drives of an earlier, interrupted invocation of this run still count.
     let base = store
-        .statement_run(&job.run_id)
+        .statement_run(StatementRunParams {
+            id: job.run_id.clone(),
+        })
         .await?
         .map_or(0, |r| r.applied);
     record.applied = base;
-    store.record_statement_run(record.clone()).await?;
+    store
+        .record_statement_run(RecordStatementRunParams {
+            run: record.clone(),
+        })
+        .await?;
     let mut ledger = StoreLedger::new(store.clone(), kind, job.pointers.clone());
     let mut missing = Missing::default();
     let report = match reconcile(
@@ -246,7 +253,9 @@ pub async fn run<R: Read, O: Observer>(
             record.finished_at = Some(jiff::Timestamp::now().max(job.options.now));
             record.verdict = Some(FAILED.into());
             record.report = Some(serde_json::json!({ "error": e.to_string() }).to_string());
-            store.record_statement_run(record).await?;
+            store
+                .record_statement_run(RecordStatementRunParams { run: record })
+                .await?;
             return Err(e.into());
         }
     };
@@ -255,7 +264,7 @@ pub async fn run<R: Read, O: Observer>(
         let actor = run_actor(&job.run_id);
         for id in &missing.0 {
             let done_before = store
-                .timeline(*id)
+                .timeline(TimelineParams { id: *id })
                 .await?
                 .iter()
                 .any(|e| e.kind == EventType::Redriven && e.actor.as_deref() == Some(&actor));
@@ -283,7 +292,11 @@ pub async fn run<R: Read, O: Observer>(
             }
             if redriven % 100 == 0 {
                 record.applied = base + redriven;
-                store.record_statement_run(record.clone()).await?;
+                store
+                    .record_statement_run(RecordStatementRunParams {
+                        run: record.clone(),
+                    })
+                    .await?;
             }
         }
         tracing::info!(run = %job.run_id, action = REDRIVE.name, redriven, skipped, "applied");
@@ -292,7 +305,9 @@ pub async fn run<R: Read, O: Observer>(
     record.finished_at = Some(jiff::Timestamp::now().max(job.options.now));
     record.verdict = Some(report.verdict.as_str().to_string());
     record.report = Some(serde_json::to_string(&report).expect("plain data"));
-    store.record_statement_run(record).await?;
+    store
+        .record_statement_run(RecordStatementRunParams { run: record })
+        .await?;
     Ok(StatementOutcome {
         report,
         redriven,

@@ -7,6 +7,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::routing::post;
+use backstop_core::store::{BeatsParams, GetParams};
 use backstop_core::{KindConfig, Outcome, Status, Store, Target};
 use backstop_engine::alerts::journal::JOURNAL_PREFIX;
 use backstop_engine::alerts::{AlertFormat, AlertName, AlertOptions, AlertSink};
@@ -112,8 +113,14 @@ async fn an_open_window_left_by_a_dead_process_is_sent_by_another() {
         .id;
     let store = open(&dir).await;
     until("the dead letter and its journal", || async {
-        store.get(id).await.unwrap().unwrap().status == Status::Failed
-            && !store.beats(JOURNAL_PREFIX).await.unwrap().is_empty()
+        store.get(GetParams { id }).await.unwrap().unwrap().status == Status::Failed
+            && !store
+                .beats(BeatsParams {
+                    prefix: JOURNAL_PREFIX.to_string(),
+                })
+                .await
+                .unwrap()
+                .is_empty()
     })
     .await;
     // The process dies with its window open: nothing it holds reaches the ledger again.
@@ -138,7 +145,13 @@ async fn an_open_window_left_by_a_dead_process_is_sent_by_another() {
     );
     assert_eq!(g["tasks"][0], id.to_string());
     until("the journal cleared", || async {
-        store.beats(JOURNAL_PREFIX).await.unwrap().is_empty()
+        store
+            .beats(BeatsParams {
+                prefix: JOURNAL_PREFIX.to_string(),
+            })
+            .await
+            .unwrap()
+            .is_empty()
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;

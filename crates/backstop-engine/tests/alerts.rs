@@ -5,6 +5,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::routing::post;
+use backstop_core::store::{CountsParams, GetParams, TimelineParams};
 use backstop_core::{KindConfig, Outcome, Status, Store, Target};
 use backstop_engine::alerts::{AlertFormat, AlertName, AlertOptions, AlertSink};
 use backstop_engine::{Engine, EngineOptions, EnqueueRequest, handler};
@@ -119,7 +120,12 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(got.lock().unwrap().is_empty());
     let alert_kind = "backstop.alert.ops";
-    let waiting = store.counts(Some(alert_kind)).await.unwrap();
+    let waiting = store
+        .counts(CountsParams {
+            kind: Some(alert_kind.to_string()),
+        })
+        .await
+        .unwrap();
     assert!(waiting.total() >= 1, "alert messages are ledger tasks");
     assert_eq!(waiting.succeeded, 0);
     down.store(false, Ordering::SeqCst);
@@ -146,10 +152,20 @@ async fn dead_letters_reach_a_sink_that_was_down_aggregated_and_none_lost() {
     );
     assert!(got[0]["text"].as_str().unwrap().contains("task.failed"));
     // The sink answered; the outcome of that push reaches the ledger a commit later.
-    let mut c = store.counts(Some(alert_kind)).await.unwrap();
+    let mut c = store
+        .counts(CountsParams {
+            kind: Some(alert_kind.to_string()),
+        })
+        .await
+        .unwrap();
     while c.succeeded < got.len() as u64 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        c = store.counts(Some(alert_kind)).await.unwrap();
+        c = store
+            .counts(CountsParams {
+                kind: Some(alert_kind.to_string()),
+            })
+            .await
+            .unwrap();
     }
     assert_eq!(c.succeeded, got.len() as u64, "each message delivered once");
     let retried = store
@@ -295,7 +311,10 @@ async fn a_failure_rejected_as_stale_raises_no_dead_letter_alert() {
     // The late outcome reaches the ledger as a stale completion.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let tl = store.timeline(stale_id).await.unwrap();
+        let tl = store
+            .timeline(TimelineParams { id: stale_id })
+            .await
+            .unwrap();
         if tl
             .iter()
             .any(|e| e.kind == backstop_core::EventType::StaleCompletion)
@@ -321,7 +340,12 @@ async fn a_failure_rejected_as_stale_raises_no_dead_letter_alert() {
         .collect();
     assert_eq!(tasks, [plain_id.to_string()]);
     assert_eq!(
-        store.get(plain_id).await.unwrap().unwrap().status,
+        store
+            .get(GetParams { id: plain_id })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Failed
     );
     stop.send(()).unwrap();

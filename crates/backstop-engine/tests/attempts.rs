@@ -5,6 +5,7 @@
 mod cut;
 
 use backstop_core::audit::audit;
+use backstop_core::store::CountsParams;
 use backstop_core::store::{AuditParams, ListParams};
 use backstop_core::{EventType, KindConfig, Outcome, Status, Store, Target};
 use backstop_engine::{Engine, EngineOptions, EnqueueRequest, handler};
@@ -179,7 +180,12 @@ async fn shutdown_spends_no_attempt_on_tasks_that_did_not_start() {
     enqueue(&a, 8).await;
     let (stop, run) = spawn(&a);
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let c = store.counts(Some("once")).await.unwrap();
+    let c = store
+        .counts(CountsParams {
+            kind: Some("once".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(
         c.running, 2,
         "only the two attempts running show as running: {c:?}"

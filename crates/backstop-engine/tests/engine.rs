@@ -1,5 +1,6 @@
 //! The engine on a real SQLite ledger with in-process handlers.
 
+use backstop_core::store::{CountsParams, GetParams, TimelineParams};
 use backstop_core::{
     AttemptOutcome, Clock, EventType, KindConfig, ManualClock, Outcome, RetryPolicy, Status, Store,
     Target, TaskId,
@@ -61,13 +62,13 @@ fn spawn(engine: &Engine) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) 
 
 async fn wait_status(store: &dyn Store, id: TaskId, want: Status) -> backstop_core::Task {
     for _ in 0..500 {
-        let t = store.get(id).await.unwrap().unwrap();
+        let t = store.get(GetParams { id }).await.unwrap().unwrap();
         if t.status == want {
             return t;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let t = store.get(id).await.unwrap().unwrap();
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
     panic!("task {id} is {} (wanted {want}): {t:?}", t.status);
 }
 
@@ -107,7 +108,7 @@ async fn transient_failures_retry_with_backoff_until_success() {
     let t = wait_status(&*store, id, Status::Succeeded).await;
     assert_eq!(t.attempts, 3);
     assert_eq!(calls.load(Ordering::SeqCst), 3);
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let outcomes: Vec<_> = tl
         .iter()
         .filter(|e| e.kind == EventType::Attempt)
@@ -342,23 +343,33 @@ async fn shutdown_lets_in_flight_finish_and_releases_what_overruns_the_grace() {
         "shutdown is bounded by the grace period"
     );
     assert_eq!(
-        store.get(q).await.unwrap().unwrap().status,
+        store
+            .get(GetParams { id: q })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Succeeded,
         "in-flight attempt finished"
     );
-    let st = store.get(s).await.unwrap().unwrap();
+    let st = store.get(GetParams { id: s }).await.unwrap().unwrap();
     assert_eq!(
         st.status,
         Status::Pending,
         "the overrunning attempt was released"
     );
-    let tl = store.timeline(s).await.unwrap();
+    let tl = store.timeline(TimelineParams { id: s }).await.unwrap();
     assert!(
         tl.iter()
             .any(|e| e.outcome == Some(AttemptOutcome::Interrupted))
     );
     assert_eq!(
-        store.get(q_later).await.unwrap().unwrap().status,
+        store
+            .get(GetParams { id: q_later })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Pending
     );
 }
@@ -395,7 +406,7 @@ async fn a_crashed_engine_strands_nothing() {
     let (stop, h2) = spawn(&second);
     let t = wait_status(&*store, id, Status::Succeeded).await;
     assert_eq!(t.attempts, 2);
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     assert!(
         tl.iter()
             .any(|e| e.outcome == Some(AttemptOutcome::LeaseExpired))
@@ -435,7 +446,7 @@ async fn enqueue_is_validated_and_idempotent() {
         assert!(err.contains(why), "{err}");
     }
     assert_eq!(
-        store.counts(None).await.unwrap().total(),
+        store.counts(CountsParams::default()).await.unwrap().total(),
         1,
         "refused input wrote nothing"
     );
@@ -476,7 +487,12 @@ async fn shutdown_gives_back_tasks_leased_ahead_of_a_free_slot() {
     // Two attempts run; at this pace (300 ms each) one round of two more is leased ahead,
     // held (still pending) while they wait for a slot, and no more.
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let c = store.counts(Some("ahead")).await.unwrap();
+    let c = store
+        .counts(CountsParams {
+            kind: Some("ahead".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(started.load(Ordering::SeqCst), 2);
     assert_eq!(
         c.running, 2,
@@ -495,7 +511,12 @@ async fn shutdown_gives_back_tasks_leased_ahead_of_a_free_slot() {
     assert!(held.iter().all(|t| t.attempts == 0), "a hold is no attempt");
     stop.send(()).unwrap();
     h.await.unwrap();
-    let c = store.counts(Some("ahead")).await.unwrap();
+    let c = store
+        .counts(CountsParams {
+            kind: Some("ahead".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(c.running, 0, "nothing stays leased after shutdown: {c:?}");
     assert_eq!(c.succeeded, 2, "{c:?}");
     assert_eq!(c.pending, 18, "the waiting ones are due again: {c:?}");

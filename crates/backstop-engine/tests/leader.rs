@@ -5,6 +5,7 @@
 mod cut;
 
 use backstop_core::store::{ClaimParams, LeadershipParams, ResignParams};
+use backstop_core::store::{GetParams, TimelineParams};
 use backstop_core::{AttemptOutcome, KindConfig, Outcome, Status, Store, Target};
 use backstop_engine::leader::SINGLETONS;
 use backstop_engine::{Engine, EngineOptions, EnqueueRequest, handler};
@@ -182,7 +183,7 @@ async fn only_the_leader_rescues_stranded_tasks() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!b.is_leader());
     assert_eq!(
-        store.get(id).await.unwrap().unwrap().status,
+        store.get(GetParams { id }).await.unwrap().unwrap().status,
         Status::Running,
         "a process that does not lead rescues nothing"
     );
@@ -196,13 +197,13 @@ async fn only_the_leader_rescues_stranded_tasks() {
             .unwrap()
     );
     let deadline = Instant::now() + Duration::from_secs(5);
-    while store.get(id).await.unwrap().unwrap().status != Status::Succeeded {
+    while store.get(GetParams { id }).await.unwrap().unwrap().status != Status::Succeeded {
         assert!(Instant::now() < deadline, "the new leader rescues the task");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(b.is_leader());
     let outcomes: Vec<_> = store
-        .timeline(id)
+        .timeline(TimelineParams { id })
         .await
         .unwrap()
         .into_iter()

@@ -2,6 +2,7 @@
 //! budget to the kind's current limit; each action is stamped by the engine's clock and names
 //! who asked).
 
+use backstop_core::store::{CountsParams, TimelineParams};
 use backstop_core::{EventType, KindConfig, ManualClock, Outcome, Status, Store, Target};
 use backstop_engine::{Engine, EngineOptions, EnqueueRequest, ManualRequest, handler};
 use backstop_store_sqlite::SqliteStore;
@@ -51,7 +52,12 @@ async fn two_dead_letters(store: Arc<dyn Store>) -> [backstop_core::TaskId; 2] {
         ids.push(engine.enqueue(r).await.unwrap().id);
     }
     for _ in 0..250 {
-        let c = store.counts(Some("sms")).await.unwrap();
+        let c = store
+            .counts(CountsParams {
+                kind: Some("sms".into()),
+            })
+            .await
+            .unwrap();
         if c.failed == 2 {
             break;
         }
@@ -92,7 +98,7 @@ async fn manual_actions_follow_the_engine_and_the_kind() {
         "the budget renews: the kind's current limit of attempts more"
     );
     assert_eq!(t.run_at, at, "due now, by the engine's clock");
-    let retried = store.timeline(a).await.unwrap();
+    let retried = store.timeline(TimelineParams { id: a }).await.unwrap();
     let e = retried.last().unwrap();
     assert_eq!((e.kind, e.at), (EventType::Retried, at));
     assert_eq!(e.actor.as_deref(), Some("alice"));
@@ -106,7 +112,12 @@ async fn manual_actions_follow_the_engine_and_the_kind() {
         .await
         .unwrap();
     assert_eq!(t.status, Status::Compensated);
-    let e = store.timeline(a).await.unwrap().pop().unwrap();
+    let e = store
+        .timeline(TimelineParams { id: a })
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
     assert_eq!((e.kind, e.at), (EventType::Canceled, at));
 
     let t = engine
@@ -119,7 +130,12 @@ async fn manual_actions_follow_the_engine_and_the_kind() {
         .unwrap();
     assert_eq!(t.status, Status::Compensated);
     assert_eq!(t.reason.as_deref(), Some("refunded by hand"));
-    let e = store.timeline(b).await.unwrap().pop().unwrap();
+    let e = store
+        .timeline(TimelineParams { id: b })
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
     assert_eq!((e.kind, e.at), (EventType::Resolved, at));
     assert_eq!(e.actor.as_deref(), Some("carol"));
 }

@@ -2,6 +2,7 @@
 //! overdue work with its reason, the conservation audit, and the recorded heartbeat.
 
 use backstop_core::audit::DriftRule;
+use backstop_core::store::{BeatsParams, GetParams, TimelineParams};
 use backstop_core::store::{ClaimParams, EnqueueParams};
 use backstop_core::{
     AttemptOutcome, Clock, EventType, KindConfig, ManualClock, NewTask, Status, Store, Target,
@@ -112,9 +113,9 @@ async fn expired_leases_are_rescued_once_naming_who_held_them() {
     assert_eq!(r.rescued, 5);
     assert_eq!(e.reconcile_once().await.rescued, 0, "never rescued twice");
     for c in &claimed {
-        let t = l.store.get(c.id).await.unwrap().unwrap();
+        let t = l.store.get(GetParams { id: c.id }).await.unwrap().unwrap();
         assert_eq!(t.status, Status::Pending);
-        let tl = l.store.timeline(c.id).await.unwrap();
+        let tl = l.store.timeline(TimelineParams { id: c.id }).await.unwrap();
         let lost: Vec<_> = tl
             .iter()
             .filter(|e| e.outcome == Some(AttemptOutcome::LeaseExpired))
@@ -133,15 +134,20 @@ async fn pending_tasks_past_their_deadline_are_compensated() {
     let fine = put(&l, "coupon", "fine", 100, Some(500)).await;
     later(&l, 60);
     assert_eq!(e.reconcile_once().await.expired, 1);
-    let t = l.store.get(soon).await.unwrap().unwrap();
+    let t = l.store.get(GetParams { id: soon }).await.unwrap().unwrap();
     assert_eq!(
         (t.status, t.reason.as_deref()),
         (Status::Compensated, Some("expired"))
     );
-    let tl = l.store.timeline(soon).await.unwrap();
+    let tl = l.store.timeline(TimelineParams { id: soon }).await.unwrap();
     assert!(tl.iter().any(|e| e.kind == EventType::Expired));
     assert_eq!(
-        l.store.get(fine).await.unwrap().unwrap().status,
+        l.store
+            .get(GetParams { id: fine })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Pending
     );
 }
@@ -185,7 +191,13 @@ async fn each_pass_is_recorded_as_the_reconcilers_beat() {
     let e = engine(&l, vec![push("sms")], EngineOptions::default());
     put(&l, "sms", "a", 0, None).await;
     let r = e.reconcile_once().await;
-    let beats = l.store.beats(RECONCILER_BEAT).await.unwrap();
+    let beats = l
+        .store
+        .beats(BeatsParams {
+            prefix: RECONCILER_BEAT.to_string(),
+        })
+        .await
+        .unwrap();
     assert_eq!(beats.len(), 1);
     assert_eq!(beats[0].owner, e.worker());
     assert_eq!(beats[0].at, l.clock.now());
@@ -227,7 +239,7 @@ async fn the_audit_reports_drift_and_fixes_nothing() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].id, bad);
     assert_eq!(found[0].rule, DriftRule::SucceededWithoutSuccess);
-    let t = l.store.get(bad).await.unwrap().unwrap();
+    let t = l.store.get(GetParams { id: bad }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Succeeded, "reported, never fixed");
     let r = e.reconcile_once().await;
     assert_eq!(r.audited, 2, "the audit starts over after the end");

@@ -1,6 +1,7 @@
 //! Retention on a real SQLite ledger: the leader deletes finished tasks once the policy no
 //! longer keeps them, each status on its own clock, and never a dead letter.
 
+use backstop_core::store::{CountsParams, GetParams};
 use backstop_core::{KindConfig, ManualClock, Outcome, Status, Store, Target, TaskId};
 use backstop_engine::{Engine, EngineOptions, EnqueueRequest, RetentionPolicy, handler};
 use backstop_store_sqlite::SqliteStore;
@@ -82,7 +83,7 @@ async fn the_leader_prunes_finished_tasks_by_policy_and_keeps_dead_letters() {
         }
     }
     wait_until("every task to finish", || async {
-        let c = store.counts(None).await.unwrap();
+        let c = store.counts(CountsParams::default()).await.unwrap();
         (c.succeeded, c.compensated, c.failed) == (3, 3, 3)
     })
     .await;
@@ -91,28 +92,41 @@ async fn the_leader_prunes_finished_tasks_by_policy_and_keeps_dead_letters() {
     // A day short of the succeeded policy: nothing goes.
     clock.advance(29 * DAY);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(store.counts(None).await.unwrap().total(), 9);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        9
+    );
 
     clock.advance(2 * DAY);
     wait_until("succeeded tasks to be pruned", || async {
-        store.counts(None).await.unwrap().succeeded == 0
+        store
+            .counts(CountsParams::default())
+            .await
+            .unwrap()
+            .succeeded
+            == 0
     })
     .await;
-    let c = store.counts(None).await.unwrap();
+    let c = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!((c.compensated, c.failed), (3, 3), "31 days: only succeeded");
 
     clock.advance(60 * DAY);
     wait_until("compensated tasks to be pruned", || async {
-        store.counts(None).await.unwrap().compensated == 0
+        store
+            .counts(CountsParams::default())
+            .await
+            .unwrap()
+            .compensated
+            == 0
     })
     .await;
 
     clock.advance(3650 * DAY);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let c = store.counts(None).await.unwrap();
+    let c = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!((c.total(), c.failed), (3, 3), "dead letters stay forever");
     for (status, id) in ids {
-        let kept = store.get(id).await.unwrap();
+        let kept = store.get(GetParams { id }).await.unwrap();
         assert_eq!(kept.is_some(), status == Status::Failed, "{status} {id}");
     }
     stop.send(()).unwrap();

@@ -7,7 +7,9 @@ use crate::Db;
 use crate::MysqlStore;
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, parse_status, status_code, task};
 use crate::tx::db_err;
-use backstop_core::store::{BoxFuture, Tasks};
+use backstop_core::store::{
+    BoxFuture, CountsParams, GetByKeyParams, GetParams, Tasks, TimelineParams,
+};
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::mysql::MySqlRow;
@@ -15,20 +17,16 @@ use sqlx::{MySql, QueryBuilder};
 
 /// A page of one kind's tasks in one status, in id order.
 impl Tasks for MysqlStore {
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
-        Box::pin(get(&self.db, id))
+    fn get(&self, p: GetParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(get(&self.db, p.id))
     }
 
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
-        Box::pin(get_by_key(&self.db, kind, key))
+    fn get_by_key(&self, p: GetByKeyParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(async move { get_by_key(&self.db, &p.kind, &p.key).await })
     }
 
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
-        Box::pin(timeline(&self.db, id))
+    fn timeline(&self, p: TimelineParams) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(timeline(&self.db, p.id))
     }
 
     fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
@@ -43,11 +41,8 @@ impl Tasks for MysqlStore {
         Box::pin(async move { tasks_by_keys(&self.db, &p).await })
     }
 
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
-        Box::pin(counts(&self.db, kind))
+    fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
+        Box::pin(async move { counts(&self.db, p.kind.as_deref()).await })
     }
 }
 

@@ -7,7 +7,7 @@ use crate::MysqlStore;
 use crate::row::{col, from_ms, to_ms};
 use crate::tx::db_err;
 use backstop_core::StoreError;
-use backstop_core::store::{BoxFuture, Statements};
+use backstop_core::store::{BoxFuture, RecordStatementRunParams, StatementRunParams, Statements};
 use backstop_core::store::{StatementRun, StatementRunsParams};
 use sqlx::mysql::MySqlRow;
 
@@ -29,8 +29,11 @@ SELECT id, kind, statement, started_at, finished_at, verdict, applied, report
 FROM {statement_runs} WHERE id = ?";
 
 impl Statements for MysqlStore {
-    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move { record(&self.db, &run).await })
+    fn record_statement_run(
+        &self,
+        p: RecordStatementRunParams,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move { record(&self.db, &p.run).await })
     }
 
     fn statement_runs(
@@ -40,11 +43,11 @@ impl Statements for MysqlStore {
         Box::pin(async move { list(&self.db, &p).await })
     }
 
-    fn statement_run<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
-        Box::pin(get(&self.db, id))
+    fn statement_run(
+        &self,
+        p: StatementRunParams,
+    ) -> BoxFuture<'_, Result<Option<StatementRun>, StoreError>> {
+        Box::pin(async move { get(&self.db, &p.id).await })
     }
 }
 

@@ -110,7 +110,12 @@ async fn two_stores_claiming_concurrently_never_share_a_task() {
         }
     }
     assert_eq!(seen.len(), 1200);
-    let counts = b.counts(Some("k")).await.unwrap();
+    let counts = b
+        .counts(CountsParams {
+            kind: Some("k".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(counts.succeeded, 1200);
     assert_eq!(counts.total(), 1200);
 }
@@ -172,7 +177,15 @@ async fn racing_enqueues_of_one_key_create_it_once() {
         assert_eq!(ids.len(), 1, "r{round} has several ids");
     }
     claimer.await.unwrap();
-    assert_eq!(a.counts(Some("k")).await.unwrap().total(), 40 * 5);
+    assert_eq!(
+        a.counts(CountsParams {
+            kind: Some("k".into())
+        })
+        .await
+        .unwrap()
+        .total(),
+        40 * 5
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

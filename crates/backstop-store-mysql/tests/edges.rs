@@ -57,12 +57,22 @@ async fn keys_and_payloads_compare_byte_for_byte() {
             "{key:?}"
         );
     }
-    let found = store.get_by_key("k", "order-1 ").await.unwrap().unwrap();
+    let found = store
+        .get_by_key(GetByKeyParams {
+            kind: "k".into(),
+            key: "order-1 ".into(),
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(found.key, "order-1 ");
     // Bytes that are not UTF-8 (nor JSON) round-trip exactly and compare exactly.
     let raw = b"\x00\xff\xfe binary \r\n\x00";
     let id = put(&store, task("bin", "b", raw)).await.id();
-    assert_eq!(store.get(id).await.unwrap().unwrap().payload, raw);
+    assert_eq!(
+        store.get(GetParams { id }).await.unwrap().unwrap().payload,
+        raw
+    );
     assert_eq!(
         put(&store, task("bin", "b", raw)).await,
         EnqueueResult::Existing(id)
@@ -87,8 +97,8 @@ async fn prefixes_keep_ledgers_apart() {
         put(&b, task("k", "same", b"{\"other\":1}")).await,
         EnqueueResult::Created(_)
     ));
-    assert!(b.get(id).await.unwrap().is_none());
-    assert_eq!(a.counts(None).await.unwrap().total(), 1);
+    assert!(b.get(GetParams { id }).await.unwrap().is_none());
+    assert_eq!(a.counts(CountsParams::default()).await.unwrap().total(), 1);
     assert_eq!(a.prefix(), one.prefix);
 }
 
@@ -198,18 +208,23 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
         .await
         .unwrap();
     assert_eq!(r.stale, vec![twice.lease, wrong_epoch.lease]);
-    let ta = store.get(a.id).await.unwrap().unwrap();
+    let ta = store.get(GetParams { id: a.id }).await.unwrap().unwrap();
     assert_eq!((ta.status, ta.lease_owner), (Status::Succeeded, None));
-    let tb = store.get(b.id).await.unwrap().unwrap();
+    let tb = store.get(GetParams { id: b.id }).await.unwrap().unwrap();
     assert_eq!(tb.status, Status::Pending);
     assert_eq!(tb.run_at, now + jiff::SignedDuration::from_secs(60));
     assert_eq!(tb.last_error.as_deref(), Some("HTTP 503"));
     assert_eq!(
-        store.get(c.id).await.unwrap().unwrap().status,
+        store
+            .get(GetParams { id: c.id })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Running
     );
     let kinds = |tl: &[Event]| tl.iter().map(|e| e.kind).collect::<Vec<_>>();
-    let tla = store.timeline(a.id).await.unwrap();
+    let tla = store.timeline(TimelineParams { id: a.id }).await.unwrap();
     assert_eq!(
         kinds(&tla),
         vec![
@@ -221,13 +236,13 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
     assert_eq!(tla[1].outcome, Some(AttemptOutcome::Succeeded));
     assert_eq!(tla[1].duration_ms, Some(7));
     assert_eq!(tla[1].http_status, Some(200));
-    let tlb = store.timeline(b.id).await.unwrap();
+    let tlb = store.timeline(TimelineParams { id: b.id }).await.unwrap();
     assert_eq!(kinds(&tlb), vec![EventType::Created, EventType::Attempt]);
     assert_eq!(tlb[1].outcome, Some(AttemptOutcome::Retry));
     assert_eq!(tlb[1].attempt, Some(1));
     assert_eq!(tlb[1].http_status, Some(503));
     assert_eq!(tlb[1].error.as_deref(), Some("HTTP 503"));
-    let tlc = store.timeline(c.id).await.unwrap();
+    let tlc = store.timeline(TimelineParams { id: c.id }).await.unwrap();
     assert!(tlc.iter().any(|e| e.kind == EventType::StaleCompletion));
 }
 

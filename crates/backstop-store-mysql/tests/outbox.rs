@@ -8,6 +8,7 @@ mod common;
 
 use backstop_core::Store;
 use backstop_core::store::BoxFuture;
+use backstop_core::store::{CountsParams, GetByKeyParams};
 use backstop_store_tests::outbox::{self, App, AppTx, Optional};
 use common::{PrefixGuard, skip};
 use jiff::SignedDuration;
@@ -170,9 +171,18 @@ async fn insert_ignore_twice_is_one_task_and_bytes_are_kept() {
             .await
             .expect("insert");
     }
-    let t = store.get_by_key("outbox.bytes", "b-1").await.unwrap();
+    let t = store
+        .get_by_key(GetByKeyParams {
+            kind: "outbox.bytes".into(),
+            key: "b-1".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!(t.expect("the task").payload, bytes);
-    assert_eq!(store.counts(None).await.unwrap().total(), 1);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        1
+    );
 }
 
 /// docs/outbox.md shows exactly the statements tested here.

@@ -62,7 +62,12 @@ async fn main() {
         "single enqueues from {callers} callers: {n} in {secs:.2} s = {:.0} tasks/s",
         n as f64 / secs
     );
-    let counts = store.counts(Some("k")).await.unwrap();
+    let counts = store
+        .counts(CountsParams {
+            kind: Some("k".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(counts.pending as usize, n, "every enqueue is in the ledger");
     store.close().await;
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)

@@ -7,8 +7,8 @@ use crate::types::Time;
 use crate::{Db, PostgresStore, db_err};
 use backstop_core::StoreError;
 use backstop_core::store::{
-    Beat, BeatParams, BoxFuture, Cluster, ForgetBeatsParams, Leadership, LeadershipParams,
-    ResignParams,
+    Beat, BeatParams, BeatsParams, BoxFuture, Cluster, ForgetBeatsParams, Leadership,
+    LeadershipParams, ResignParams,
 };
 use sqlx::postgres::PgRow;
 
@@ -54,8 +54,8 @@ impl Cluster for PostgresStore {
         Box::pin(async move { beat(&self.db, &p).await })
     }
 
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
-        Box::pin(beats(&self.db, prefix))
+    fn beats(&self, p: BeatsParams) -> BoxFuture<'_, Result<Vec<Beat>, StoreError>> {
+        Box::pin(async move { beats(&self.db, &p.prefix).await })
     }
 
     fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {

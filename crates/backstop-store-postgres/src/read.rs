@@ -6,7 +6,9 @@ use crate::PostgresStore;
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns, time};
 use crate::types::Id;
 use crate::{Db, db_err};
-use backstop_core::store::{BoxFuture, Tasks};
+use backstop_core::store::{
+    BoxFuture, CountsParams, GetByKeyParams, GetParams, Tasks, TimelineParams,
+};
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::postgres::PgRow;
@@ -53,20 +55,16 @@ const SCAN: &str = concat!(
 );
 
 impl Tasks for PostgresStore {
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
-        Box::pin(get(&self.db, id))
+    fn get(&self, p: GetParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(get(&self.db, p.id))
     }
 
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
-        Box::pin(get_by_key(&self.db, kind, key))
+    fn get_by_key(&self, p: GetByKeyParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(async move { get_by_key(&self.db, &p.kind, &p.key).await })
     }
 
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
-        Box::pin(timeline(&self.db, id))
+    fn timeline(&self, p: TimelineParams) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(timeline(&self.db, p.id))
     }
 
     fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
@@ -81,11 +79,8 @@ impl Tasks for PostgresStore {
         Box::pin(async move { tasks_by_keys(&self.db, &p).await })
     }
 
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
-        Box::pin(counts(&self.db, kind))
+    fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
+        Box::pin(async move { counts(&self.db, p.kind.as_deref()).await })
     }
 }
 

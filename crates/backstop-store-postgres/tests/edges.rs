@@ -49,7 +49,16 @@ async fn batches_racing_over_the_same_keys_in_opposite_orders_all_answer() {
             }
         }
     }
-    assert_eq!(store.counts(Some("race")).await.unwrap().pending, 900);
+    assert_eq!(
+        store
+            .counts(CountsParams {
+                kind: Some("race".into())
+            })
+            .await
+            .unwrap()
+            .pending,
+        900
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,10 +75,10 @@ async fn the_same_lease_twice_in_one_batch_counts_once() {
     late.last_error = Some("should not count".into());
     let r = complete(&store, vec![ok, late], at(2)).await;
     assert_eq!(r.stale, vec![c.lease_ref()]);
-    let t = store.get(id).await.unwrap().unwrap();
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Succeeded);
     assert_eq!(t.last_error, None);
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let kinds: Vec<_> = tl.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
@@ -107,7 +116,7 @@ async fn bytes_and_times_round_trip_exactly() {
     t.run_at = t0() + SignedDuration::from_micros(123_456);
     t.expires_at = Some(t0() + SignedDuration::from_micros(-1));
     let id = put(&store, t.clone()).await;
-    let got = store.get(id).await.unwrap().unwrap();
+    let got = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(got.payload, t.payload);
     assert_eq!(got.run_at, t.run_at);
     assert_eq!(got.expires_at, t.expires_at);
@@ -123,7 +132,15 @@ async fn bytes_and_times_round_trip_exactly() {
         .unwrap();
     assert_eq!(r, vec![EnqueueResult::Conflict(id)]);
     let empty = put(&store, task("k", "empty", "")).await;
-    assert!(store.get(empty).await.unwrap().unwrap().payload.is_empty());
+    assert!(
+        store
+            .get(GetParams { id: empty })
+            .await
+            .unwrap()
+            .unwrap()
+            .payload
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@
 mod common;
 mod rig;
 
+use backstop_core::store::CountsParams;
 use backstop_core::store::{Enqueue, Tasks};
 use backstop_core::store::{EnqueueParams, ListParams};
 use backstop_core::{KindConfig, NewTask, Status, Target, TaskId};
@@ -82,7 +83,7 @@ async fn survive<F: Future<Output = ()> + Send + 'static>(
             Some(s) = rig.started.recv() => starts.push(s),
             _ = check.tick() => {
                 if fault.is_finished() {
-                    let c = rig.store.counts(None).await;
+                    let c = rig.store.counts(CountsParams::default()).await;
                     if c.as_ref().is_ok_and(|c| c.succeeded == ids.len() as u64) {
                         break;
                     }
@@ -90,7 +91,7 @@ async fn survive<F: Future<Output = ()> + Send + 'static>(
                 assert!(
                     Instant::now() < deadline,
                     "not every task succeeded within {within:?}: {:?}",
-                    rig.store.counts(None).await
+                    rig.store.counts(CountsParams::default()).await
                 );
             }
         }
@@ -207,7 +208,7 @@ async fn a_saturated_pool_stalls_work_briefly() {
         let reads: Vec<_> = (0..6)
             .map(|_| {
                 let s = store.clone();
-                tokio::spawn(async move { s.counts(None).await })
+                tokio::spawn(async move { s.counts(CountsParams::default()).await })
             })
             .collect();
         tokio::time::sleep(hold).await;

@@ -7,6 +7,7 @@ mod common;
 
 use backstop_core::Store;
 use backstop_core::store::BoxFuture;
+use backstop_core::store::GetByKeyParams;
 use backstop_store_tests::outbox::{self, App, AppTx, Optional};
 use common::{SchemaGuard, skip};
 use jiff::SignedDuration;
@@ -157,7 +158,13 @@ async fn a_payload_bound_as_bytes_is_kept_exactly() {
         .execute(&app.pool)
         .await
         .expect("insert");
-    let t = store.get_by_key("outbox.bytes", "b-1").await.unwrap();
+    let t = store
+        .get_by_key(GetByKeyParams {
+            kind: "outbox.bytes".into(),
+            key: "b-1".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!(t.expect("the task").payload, bytes);
 }
 

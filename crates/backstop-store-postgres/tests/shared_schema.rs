@@ -69,11 +69,16 @@ async fn two_stores_claiming_at_once_never_share_a_task() {
         }
     }
     assert_eq!(seen.len(), 600);
-    let counts = b.counts(Some("k")).await.unwrap();
+    let counts = b
+        .counts(CountsParams {
+            kind: Some("k".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(counts.pending, 0);
     assert_eq!(counts.running + counts.succeeded, 600);
     for id in seen.iter().take(20) {
-        let t = a.get(*id).await.unwrap().unwrap();
+        let t = a.get(GetParams { id: *id }).await.unwrap().unwrap();
         assert_eq!(t.attempts, 1);
     }
 }
@@ -111,7 +116,14 @@ async fn stores_migrating_at_once_apply_each_migration_once() {
         (1..=PostgresStore::known_schema_version()).collect::<Vec<_>>()
     );
     backstop_store_tests::put(&stores[0], task("k", "after", "{}")).await;
-    assert_eq!(stores[5].counts(None).await.unwrap().total(), 1);
+    assert_eq!(
+        stores[5]
+            .counts(CountsParams::default())
+            .await
+            .unwrap()
+            .total(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,6 +137,6 @@ async fn schemas_hold_separate_ledgers() {
     let id = backstop_store_tests::put(&a, task("k", "same", "{}")).await;
     let other = backstop_store_tests::put(&b, task("k", "same", r#"{"other":1}"#)).await;
     assert_ne!(id, other);
-    assert!(b.get(id).await.unwrap().is_none());
-    assert_eq!(a.counts(None).await.unwrap().total(), 1);
+    assert!(b.get(GetParams { id }).await.unwrap().is_none());
+    assert_eq!(a.counts(CountsParams::default()).await.unwrap().total(), 1);
 }

@@ -7,8 +7,8 @@ use crate::db_err;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use backstop_core::StoreError;
 use backstop_core::store::{
-    Beat, BeatParams, BoxFuture, Cluster, ForgetBeatsParams, Leadership, LeadershipParams,
-    ResignParams,
+    Beat, BeatParams, BeatsParams, BoxFuture, Cluster, ForgetBeatsParams, Leadership,
+    LeadershipParams, ResignParams,
 };
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Connection, Row, SqliteConnection};
@@ -52,8 +52,8 @@ impl Cluster for SqliteStore {
         })
     }
 
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
-        Box::pin(beats(&self.inner.readers, prefix))
+    fn beats(&self, p: BeatsParams) -> BoxFuture<'_, Result<Vec<Beat>, StoreError>> {
+        Box::pin(async move { beats(&self.inner.readers, &p.prefix).await })
     }
 
     fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {

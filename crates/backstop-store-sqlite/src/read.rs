@@ -5,26 +5,25 @@ use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::from_ms;
 use crate::row::{id_bytes, parse_status, raw_task, status_code, task, task_columns};
-use backstop_core::store::{BoxFuture, KeysParams, ListParams, ScanParams, StatusCounts, Tasks};
+use backstop_core::store::{
+    BoxFuture, CountsParams, GetByKeyParams, GetParams, KeysParams, ListParams, ScanParams,
+    StatusCounts, Tasks, TimelineParams,
+};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 
 impl Tasks for SqliteStore {
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
-        Box::pin(get(&self.inner.readers, id))
+    fn get(&self, p: GetParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(get(&self.inner.readers, p.id))
     }
 
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
-        Box::pin(get_by_key(&self.inner.readers, kind, key))
+    fn get_by_key(&self, p: GetByKeyParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(async move { get_by_key(&self.inner.readers, &p.kind, &p.key).await })
     }
 
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
-        Box::pin(timeline(&self.inner.readers, id))
+    fn timeline(&self, p: TimelineParams) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(timeline(&self.inner.readers, p.id))
     }
 
     fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
@@ -39,11 +38,8 @@ impl Tasks for SqliteStore {
         Box::pin(async move { tasks_by_keys(&self.inner.readers, &p).await })
     }
 
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
-        Box::pin(counts(&self.inner.readers, kind))
+    fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
+        Box::pin(async move { counts(&self.inner.readers, p.kind.as_deref()).await })
     }
 }
 

@@ -4,15 +4,21 @@ use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use backstop_core::StoreError;
-use backstop_core::store::{BoxFuture, StatementRun, StatementRunsParams, Statements};
+use backstop_core::store::{
+    BoxFuture, RecordStatementRunParams, StatementRun, StatementRunParams, StatementRunsParams,
+    Statements,
+};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Row, SqliteConnection};
 
 impl Statements for SqliteStore {
-    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
+    fn record_statement_run(
+        &self,
+        p: RecordStatementRunParams,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
             let mut w = self.inner.lock_writer().await?;
-            record(&mut w, &run).await
+            record(&mut w, &p.run).await
         })
     }
 
@@ -23,11 +29,11 @@ impl Statements for SqliteStore {
         Box::pin(async move { list(&self.inner.readers, &p).await })
     }
 
-    fn statement_run<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
-        Box::pin(get(&self.inner.readers, id))
+    fn statement_run(
+        &self,
+        p: StatementRunParams,
+    ) -> BoxFuture<'_, Result<Option<StatementRun>, StoreError>> {
+        Box::pin(async move { get(&self.inner.readers, &p.id).await })
     }
 }
 

@@ -102,7 +102,12 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
         }
     }
     assert_eq!(seen.len(), 2000);
-    let counts = store.counts(Some("k")).await.unwrap();
+    let counts = store
+        .counts(CountsParams {
+            kind: Some("k".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(counts.succeeded, 2000);
     assert_eq!(counts.total(), 2000);
 }

@@ -5,6 +5,7 @@
 use backstop_core::Store;
 use backstop_core::store::BoxFuture;
 use backstop_core::store::Tasks;
+use backstop_core::store::{GetByKeyParams, TimelineParams};
 use backstop_store_sqlite::SqliteStore;
 use backstop_store_tests::outbox::{self, App, AppTx, Optional};
 use jiff::SignedDuration;
@@ -142,7 +143,13 @@ async fn a_payload_bound_as_bytes_is_kept_exactly() {
         .execute(&app.pool)
         .await
         .expect("insert");
-    let t = store.get_by_key("outbox.bytes", "b-1").await.unwrap();
+    let t = store
+        .get_by_key(GetByKeyParams {
+            kind: "outbox.bytes".into(),
+            key: "b-1".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!(t.expect("the task").payload, bytes);
 }
 
@@ -186,7 +193,10 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
         .await
         .expect("migrate");
     let t = store
-        .get_by_key("refund.create", "refund-77")
+        .get_by_key(GetByKeyParams {
+            kind: "refund.create".into(),
+            key: "refund-77".into(),
+        })
         .await
         .unwrap()
         .expect("the row survived");
@@ -199,7 +209,7 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
     assert_eq!(t.created_at.as_millisecond(), 500);
     assert_eq!(t.expires_at.map(|e| e.as_millisecond()), Some(90000));
     assert_eq!(t.reason.as_deref(), Some("permanent error"));
-    let tl = store.timeline(t.id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
     assert_eq!(
         tl.len(),
         3,
@@ -240,7 +250,10 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
         .await
         .expect("the outbox insert works on the rebuilt table");
     let new = store
-        .get_by_key("refund.create", "refund-78")
+        .get_by_key(GetByKeyParams {
+            kind: "refund.create".into(),
+            key: "refund-78".into(),
+        })
         .await
         .unwrap()
         .expect("the new task");

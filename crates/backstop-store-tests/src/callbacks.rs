@@ -41,7 +41,11 @@ pub async fn callback_accepted_creates_its_task_with_its_record(store: S) {
     assert_eq!(r.verdict, CallbackVerdict::Accepted);
     assert_eq!(r.reason, None);
     let task_id = r.task_id.expect("an accepted callback has a task");
-    let task = store.get(task_id).await.unwrap().expect("the task exists");
+    let task = store
+        .get(GetParams { id: task_id })
+        .await
+        .unwrap()
+        .expect("the task exists");
     assert_eq!(
         (task.kind.as_str(), task.key.as_str()),
         ("payment.notified", "evt_1")
@@ -91,8 +95,17 @@ pub async fn callback_resent_is_a_duplicate_and_creates_nothing(store: S) {
             .contains("different payload"),
         "{changed:?}"
     );
-    assert_eq!(store.counts(None).await.unwrap().total(), 1);
-    let task = store.get(first.task_id.unwrap()).await.unwrap().unwrap();
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        1
+    );
+    let task = store
+        .get(GetParams {
+            id: first.task_id.unwrap(),
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(task.payload, br#"{"a":1}"#);
     let listed = store
         .list_callbacks(ListCallbacksParams {
@@ -132,7 +145,10 @@ pub async fn callback_rejections_are_recorded_without_a_task(store: S) {
         r.reason.as_deref(),
         Some("no signature matched the request")
     );
-    assert_eq!(store.counts(None).await.unwrap().total(), 0);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        0
+    );
     let listed = store
         .list_callbacks(ListCallbacksParams {
             source: "wechat".into(),
@@ -182,7 +198,10 @@ pub async fn concurrent_callbacks_of_one_event_create_one_task(store: S) {
             .all(|r| r.verdict != CallbackVerdict::Rejected && r.task_id == results[0].task_id),
         "{results:?}"
     );
-    assert_eq!(store.counts(None).await.unwrap().total(), 1);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        1
+    );
 }
 
 pub async fn callbacks_are_listed_per_source_newest_first_with_a_cursor(store: S) {
@@ -224,5 +243,8 @@ pub async fn callbacks_are_listed_per_source_newest_first_with_a_cursor(store: S
         .await
         .unwrap();
     assert!(none.is_empty());
-    assert_eq!(store.counts(None).await.unwrap().total(), 10);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        10
+    );
 }

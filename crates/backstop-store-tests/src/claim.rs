@@ -24,7 +24,7 @@ pub async fn claim_leases_only_due_tasks_of_the_kind(store: S) {
     assert_eq!(c.attempt, 1);
     assert_eq!(c.epoch, 1);
     assert_eq!(c.payload, b"{}");
-    let t = store.get(due).await.unwrap().unwrap();
+    let t = store.get(GetParams { id: due }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Running);
     assert_eq!(t.lease_owner.as_deref(), Some("w1"));
     assert_eq!(t.lease_until, Some(at(30)));

@@ -14,11 +14,11 @@ pub async fn success_completes_and_records_the_attempt(store: S) {
     done.http_status = Some(204);
     let r = complete(&*store, vec![done], at(2)).await;
     assert!(r.stale.is_empty());
-    let t = store.get(id).await.unwrap().unwrap();
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Succeeded);
     assert_eq!(t.lease_owner, None);
     assert_eq!(t.attempts, 1);
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let kinds: Vec<_> = tl.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![EventType::Created, EventType::Attempt]);
     let a = &tl[1];
@@ -41,7 +41,7 @@ pub async fn retry_reschedules_and_keeps_every_attempt(store: S) {
     r1.last_error = Some("HTTP 503: transient".into());
     r1.http_status = Some(503);
     complete(&*store, vec![r1], at(2)).await;
-    let t = store.get(id).await.unwrap().unwrap();
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Pending);
     assert_eq!(t.run_at, at(10));
     assert_eq!(t.last_error.as_deref(), Some("HTTP 503: transient"));
@@ -57,7 +57,7 @@ pub async fn retry_reschedules_and_keeps_every_attempt(store: S) {
     ok.worker = "w2".into();
     ok.http_status = Some(200);
     complete(&*store, vec![ok], at(11)).await;
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let attempts: Vec<_> = tl.iter().filter(|e| e.kind == EventType::Attempt).collect();
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0].attempt, Some(1));
@@ -68,7 +68,7 @@ pub async fn retry_reschedules_and_keeps_every_attempt(store: S) {
     assert_eq!(attempts[1].outcome, Some(AttemptOutcome::Succeeded));
     assert_eq!(attempts[1].worker.as_deref(), Some("w2"));
     assert_eq!(
-        store.get(id).await.unwrap().unwrap().status,
+        store.get(GetParams { id }).await.unwrap().unwrap().status,
         Status::Succeeded
     );
 }
@@ -92,10 +92,10 @@ pub async fn failure_and_skip_end_the_task_with_reasons(store: S) {
         }
     }
     complete(&*store, done, at(2)).await;
-    let b = store.get(bad).await.unwrap().unwrap();
+    let b = store.get(GetParams { id: bad }).await.unwrap().unwrap();
     assert_eq!(b.status, Status::Failed);
     assert_eq!(b.last_error.as_deref(), Some("HTTP 400: permanent"));
-    let s = store.get(skip).await.unwrap().unwrap();
+    let s = store.get(GetParams { id: skip }).await.unwrap().unwrap();
     assert_eq!(s.status, Status::Compensated);
     assert_eq!(s.reason.as_deref(), Some("order closed"));
     let dead = store
@@ -143,7 +143,7 @@ pub async fn stale_completion_is_rejected_and_recorded(store: S) {
             epoch: old.epoch
         }]
     );
-    let t = store.get(id).await.unwrap().unwrap();
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(
         t.status,
         Status::Running,
@@ -151,7 +151,7 @@ pub async fn stale_completion_is_rejected_and_recorded(store: S) {
     );
     assert_eq!(t.epoch, new.epoch);
     assert_eq!(t.lease_owner.as_deref(), Some("fast"));
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     assert!(
         tl.iter()
             .any(|e| e.kind == EventType::StaleCompletion && e.attempt == Some(old.attempt))
@@ -170,7 +170,7 @@ pub async fn stale_completion_is_rejected_and_recorded(store: S) {
     .await;
     assert!(r.stale.is_empty());
     assert_eq!(
-        store.get(id).await.unwrap().unwrap().status,
+        store.get(GetParams { id }).await.unwrap().unwrap().status,
         Status::Succeeded
     );
 }

@@ -14,7 +14,11 @@ pub async fn enqueue_creates_a_pending_task(store: S) {
     t.traceparent = Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
     let id = put(&*store, t.clone()).await;
     assert_eq!(id, t.id, "a new task keeps the id it was given");
-    let got = store.get(id).await.unwrap().expect("task exists");
+    let got = store
+        .get(GetParams { id })
+        .await
+        .unwrap()
+        .expect("task exists");
     assert_eq!(got.kind, "sms.send");
     assert_eq!(got.key, "order-1");
     assert_eq!(got.status, Status::Pending);
@@ -26,12 +30,15 @@ pub async fn enqueue_creates_a_pending_task(store: S) {
     assert_eq!(got.created_at, t0());
     assert_eq!(got.epoch, 0);
     let by_key = store
-        .get_by_key("sms.send", "order-1")
+        .get_by_key(GetByKeyParams {
+            kind: "sms.send".into(),
+            key: "order-1".into(),
+        })
         .await
         .unwrap()
         .unwrap();
     assert_eq!(by_key.id, id);
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     assert_eq!(tl.len(), 1);
     assert_eq!(tl[0].kind, EventType::Created);
     assert_eq!(tl[0].at, t0());
@@ -40,7 +47,7 @@ pub async fn enqueue_creates_a_pending_task(store: S) {
 pub async fn enqueue_preserves_payload_bytes(store: S) {
     let raw = "{\"test\": 2432232314,\n  \"z\":[ 1 ,2 ],\"a\":\"é\"}";
     let id = put(&*store, task("k", "bytes", raw)).await;
-    let got = store.get(id).await.unwrap().unwrap();
+    let got = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(
         got.payload,
         raw.as_bytes(),
@@ -60,7 +67,10 @@ pub async fn enqueue_same_payload_returns_the_existing_task(store: S) {
             .unwrap();
         assert_eq!(r, vec![EnqueueResult::Existing(id)], "payload {payload}");
     }
-    assert_eq!(store.counts(None).await.unwrap().total(), 1);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        1
+    );
 }
 
 pub async fn enqueue_different_payload_conflicts_and_changes_nothing(store: S) {
@@ -73,7 +83,7 @@ pub async fn enqueue_different_payload_conflicts_and_changes_nothing(store: S) {
         .await
         .unwrap();
     assert_eq!(r, vec![EnqueueResult::Conflict(id)]);
-    let got = store.get(id).await.unwrap().unwrap();
+    let got = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(got.payload, br#"{"amount":100}"#);
     assert_eq!(
         got.updated_at,
@@ -112,7 +122,16 @@ pub async fn batch_enqueue_reports_each_item_in_order(store: S) {
             EnqueueResult::Conflict(fresh.id),
         ]
     );
-    assert_eq!(store.counts(Some("k")).await.unwrap().pending, 2);
+    assert_eq!(
+        store
+            .counts(CountsParams {
+                kind: Some("k".into())
+            })
+            .await
+            .unwrap()
+            .pending,
+        2
+    );
 
     // A large batch in one call.
     let many: Vec<_> = (0..1500)
@@ -127,7 +146,16 @@ pub async fn batch_enqueue_reports_each_item_in_order(store: S) {
         .await
         .unwrap();
     assert_eq!(r.iter().map(EnqueueResult::id).collect::<Vec<_>>(), ids);
-    assert_eq!(store.counts(Some("bulk")).await.unwrap().pending, 1500);
+    assert_eq!(
+        store
+            .counts(CountsParams {
+                kind: Some("bulk".into())
+            })
+            .await
+            .unwrap()
+            .pending,
+        1500
+    );
 }
 
 pub async fn concurrent_enqueues_are_all_durable_and_distinct(store: S) {
@@ -155,11 +183,20 @@ pub async fn concurrent_enqueues_are_all_durable_and_distinct(store: S) {
     }
     for id in &ids {
         assert!(
-            store.get(*id).await.unwrap().is_some(),
+            store.get(GetParams { id: *id }).await.unwrap().is_some(),
             "acknowledged task {id} must exist"
         );
     }
-    assert_eq!(store.counts(Some("conc")).await.unwrap().pending, 200);
+    assert_eq!(
+        store
+            .counts(CountsParams {
+                kind: Some("conc".into())
+            })
+            .await
+            .unwrap()
+            .pending,
+        200
+    );
 }
 
 /// Many callers enqueue one key at once (a store may merge concurrent calls into one
@@ -210,7 +247,16 @@ pub async fn concurrent_enqueues_of_one_key_create_one_task(store: S) {
             }
         }
     }
-    assert_eq!(store.counts(Some("same")).await.unwrap().pending, 1);
+    assert_eq!(
+        store
+            .counts(CountsParams {
+                kind: Some("same".into())
+            })
+            .await
+            .unwrap()
+            .pending,
+        1
+    );
 }
 
 /// Concurrent calls made at different moments each keep their own creation time, even when a
@@ -235,7 +281,11 @@ pub async fn concurrent_enqueues_keep_each_creation_time(store: S) {
     }
     for h in handles {
         let (i, id) = h.await.unwrap();
-        let t = store.get(id).await.unwrap().expect("the task");
+        let t = store
+            .get(GetParams { id })
+            .await
+            .unwrap()
+            .expect("the task");
         assert_eq!(t.created_at, at(i), "task w{i}");
     }
 }

@@ -79,7 +79,7 @@ fn starts(owner: &str, held: &[&ClaimedTask], now: Timestamp, secs: i64) -> Star
 }
 
 async fn attempts_on_timeline(store: &dyn Store, id: TaskId) -> usize {
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     tl.iter().filter(|e| e.kind == EventType::Attempt).count()
 }
 
@@ -117,10 +117,15 @@ pub async fn a_held_task_counts_no_attempt_until_it_starts(store: S) {
         "each claimed task comes with the run_at it had"
     );
     assert!(got.iter().all(|c| c.attempt == 1));
-    let c = s.counts(Some("k")).await.unwrap();
+    let c = s
+        .counts(CountsParams {
+            kind: Some("k".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!((c.running, c.pending), (1, 2), "held tasks are not running");
     for h in &got[1..] {
-        let t = s.get(h.id).await.unwrap().unwrap();
+        let t = s.get(GetParams { id: h.id }).await.unwrap().unwrap();
         assert_eq!((t.status, t.attempts), (Status::Pending, 0));
         assert!(t.is_held());
         assert_eq!(t.lease_owner.as_deref(), Some("w1"));
@@ -134,7 +139,7 @@ pub async fn a_held_task_counts_no_attempt_until_it_starts(store: S) {
 
     let lost = start(s, "w1", &[&got[1]], at(7)).await;
     assert!(lost.is_empty());
-    let t = s.get(got[1].id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id: got[1].id }).await.unwrap().unwrap();
     assert_eq!((t.status, t.attempts), (Status::Running, 1));
     assert_eq!(t.run_at, at(1), "starting puts back the run_at it had");
     assert_eq!(t.lease_until, Some(at(37)));
@@ -144,7 +149,11 @@ pub async fn a_held_task_counts_no_attempt_until_it_starts(store: S) {
     let r = complete(s, vec![done], at(8)).await;
     assert!(r.stale.is_empty());
     assert_eq!(
-        s.get(got[1].id).await.unwrap().unwrap().status,
+        s.get(GetParams { id: got[1].id })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Succeeded
     );
     audits_clean(s).await;
@@ -175,7 +184,7 @@ pub async fn a_lapsed_hold_is_claimed_again_without_rescue_or_attempt(store: S) 
         [lease(&held)],
         "the first holder's start is fenced off"
     );
-    let t = s.get(id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!((t.status, t.attempts), (Status::Running, 1));
     assert_eq!(t.lease_owner.as_deref(), Some("w2"));
     audits_clean(s).await;
@@ -195,7 +204,7 @@ pub async fn a_held_task_is_heartbeated_and_given_back_unstarted(store: S) {
         .await
         .unwrap();
     assert!(lost.is_empty());
-    let t = s.get(id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!((t.lease_until, t.run_at), (Some(at(60)), at(60)));
     assert!(
         claim_holding(s, "k", "w2", 1, 1, at(40)).await.is_empty(),
@@ -210,7 +219,7 @@ pub async fn a_held_task_is_heartbeated_and_given_back_unstarted(store: S) {
         .await
         .unwrap();
     assert_eq!(n, 1);
-    let t = s.get(id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!((t.status, t.attempts), (Status::Pending, 0));
     assert_eq!((t.lease_owner, t.lease_until), (None, None));
     assert_eq!(t.run_at, at(41), "due again at once");
@@ -237,7 +246,7 @@ pub async fn a_canceled_held_task_loses_its_hold(store: S) {
     assert_eq!((t.lease_owner, t.lease_until), (None, None));
     assert_eq!(start(s, "w1", &[&held], at(2)).await, [lease(&held)]);
     assert_eq!(
-        s.get(id).await.unwrap().unwrap().status,
+        s.get(GetParams { id }).await.unwrap().unwrap().status,
         Status::Compensated
     );
     audits_clean(s).await;
@@ -258,14 +267,14 @@ pub async fn a_running_attempt_given_back_with_its_budget_spent_fails(store: S) 
         .await
         .unwrap();
     assert_eq!(n, 1);
-    let t = s.get(id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(
         (t.status, t.attempts, t.max_attempts),
         (Status::Failed, 1, 1),
         "an interrupted last attempt does not run past the budget"
     );
     assert!(t.reason.unwrap().contains("interrupted"));
-    let tl = s.timeline(id).await.unwrap();
+    let tl = s.timeline(TimelineParams { id }).await.unwrap();
     assert!(
         tl.iter()
             .any(|e| e.outcome == Some(AttemptOutcome::Interrupted))
@@ -316,17 +325,21 @@ pub async fn outcomes_and_starts_are_written_together(store: S) {
         "the canceled task is not started"
     );
     assert_eq!(
-        s.get(got[0].id).await.unwrap().unwrap().status,
+        s.get(GetParams { id: got[0].id })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Succeeded
     );
     for (h, until) in [(&got[1], at(37)), (&got[2], at(97))] {
-        let t = s.get(h.id).await.unwrap().unwrap();
+        let t = s.get(GetParams { id: h.id }).await.unwrap().unwrap();
         assert_eq!((t.status, t.attempts), (Status::Running, 1));
         assert_eq!(t.lease_until, Some(until), "each start has its own lease");
         assert_eq!(t.run_at, h.run_at, "starting puts back the run_at it had");
         assert_eq!(attempts_on_timeline(s, h.id).await, 1);
     }
-    let t = s.get(got[3].id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id: got[3].id }).await.unwrap().unwrap();
     assert_eq!((t.status, t.attempts), (Status::Compensated, 0));
 
     // An outcome that lost its lease is refused, and the start beside it still lands.
@@ -345,7 +358,7 @@ pub async fn outcomes_and_starts_are_written_together(store: S) {
         .unwrap();
     assert_eq!(r.stale, [stale.lease]);
     assert!(r.not_started.is_empty());
-    let t = s.get(id).await.unwrap().unwrap();
+    let t = s.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!((t.status, t.attempts), (Status::Running, 1));
     audits_clean(s).await;
 }

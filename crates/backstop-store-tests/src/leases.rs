@@ -29,7 +29,12 @@ pub async fn heartbeat_extends_held_leases_and_reports_lost_ones(store: S) {
         .unwrap();
     assert!(lost.is_empty());
     assert_eq!(
-        store.get(refs[0].id).await.unwrap().unwrap().lease_until,
+        store
+            .get(GetParams { id: refs[0].id })
+            .await
+            .unwrap()
+            .unwrap()
+            .lease_until,
         Some(at(100))
     );
     assert!(
@@ -98,14 +103,14 @@ pub async fn rescue_returns_expired_leases_to_pending_or_failed(store: S) {
     assert_eq!((rescued[0].id, rescued[0].status), (last, Status::Failed));
     assert_eq!((rescued[1].id, rescued[1].status), (more, Status::Pending));
     assert_eq!(rescued[1].lease_owner.as_deref(), Some("crashed"));
-    let m = store.get(more).await.unwrap().unwrap();
+    let m = store.get(GetParams { id: more }).await.unwrap().unwrap();
     assert_eq!(m.status, Status::Pending);
     assert_eq!(m.lease_owner, None);
     assert!(m.run_at <= at(31));
-    let l = store.get(last).await.unwrap().unwrap();
+    let l = store.get(GetParams { id: last }).await.unwrap().unwrap();
     assert_eq!(l.status, Status::Failed);
     assert!(l.reason.unwrap().contains("attempts exhausted"));
-    let tl = store.timeline(more).await.unwrap();
+    let tl = store.timeline(TimelineParams { id: more }).await.unwrap();
     let a = tl
         .iter()
         .find(|e| e.kind == EventType::Attempt)
@@ -145,19 +150,24 @@ pub async fn expire_compensates_pending_tasks_past_their_deadline(store: S) {
             .unwrap(),
         1
     );
-    let t = store.get(soon).await.unwrap().unwrap();
+    let t = store.get(GetParams { id: soon }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Compensated);
     assert_eq!(t.reason.as_deref(), Some("expired"));
     assert!(
         store
-            .timeline(soon)
+            .timeline(TimelineParams { id: soon })
             .await
             .unwrap()
             .iter()
             .any(|e| e.kind == EventType::Expired)
     );
     assert_eq!(
-        store.get(far).await.unwrap().unwrap().status,
+        store
+            .get(GetParams { id: far })
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         Status::Pending
     );
 }
@@ -180,10 +190,10 @@ pub async fn release_gives_leases_back(store: S) {
         .await
         .unwrap();
     assert_eq!(n, 1);
-    let t = store.get(id).await.unwrap().unwrap();
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
     assert_eq!(t.status, Status::Pending);
     assert_eq!(t.run_at, at(3));
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     assert!(
         tl.iter()
             .any(|e| e.outcome == Some(AttemptOutcome::Interrupted))

@@ -36,7 +36,7 @@ pub async fn manual_retry_renews_the_budget_and_records_the_actor(store: S) {
     assert!(t.max_attempts > t.attempts, "the attempt budget is renewed");
     let c = succeed_next(&*store, "k", at(5), at(6), at(6)).await;
     assert_eq!(c.attempt, 2);
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let kinds: Vec<_> = tl.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
@@ -92,7 +92,7 @@ pub async fn resolve_and_cancel_follow_the_state_machine(store: S) {
         .unwrap();
     assert_eq!(t.status, Status::Compensated);
     assert_eq!(t.reason.as_deref(), Some("refunded by hand"));
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let last = tl.last().unwrap();
     assert_eq!(last.kind, EventType::Resolved);
     assert_eq!(last.actor.as_deref(), Some("bob"));

@@ -15,6 +15,7 @@
 //! ```
 
 use backstop_core::store::{BoxFuture, EnqueueParams, EnqueueResult, Store};
+use backstop_core::store::{CountsParams, GetByKeyParams, GetParams, TimelineParams};
 use backstop_core::{
     AttemptOutcome, EventType, KindConfig, NewTask, Outcome, RetryPolicy, Status, Target, Task,
     TaskId,
@@ -135,7 +136,13 @@ async fn insert_and_commit(app: &dyn App, kind: &str, key: &str, payload: &str) 
 }
 
 async fn by_key(store: &S, kind: &str, key: &str) -> Option<Task> {
-    store.get_by_key(kind, key).await.expect("get_by_key")
+    store
+        .get_by_key(GetByKeyParams {
+            kind: kind.to_string(),
+            key: key.to_string(),
+        })
+        .await
+        .expect("get_by_key")
 }
 
 /// Waits (up to 10 s) for the task `(kind, key)` to reach `want`.
@@ -172,13 +179,19 @@ pub async fn a_rolled_back_insert_creates_nothing(store: S, app: &dyn App) {
     tx.insert(KIND, "rolled-back", PAYLOAD).await;
     tx.rollback().await;
     assert!(by_key(&store, KIND, "rolled-back").await.is_none());
-    assert_eq!(store.counts(None).await.unwrap().total(), 0);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        0
+    );
     let seen = Seen::default();
     let engine = start(&store, vec![recording(&seen)]);
     tokio::time::sleep(Duration::from_millis(200)).await;
     engine.stop().await;
     assert!(seen.lock().unwrap().is_empty(), "nothing may run");
-    assert_eq!(store.counts(None).await.unwrap().total(), 0);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        0
+    );
 }
 
 /// (2) A committed insert is a pending task due now, with every column defaulted as an
@@ -210,8 +223,11 @@ pub async fn a_committed_insert_is_delivered(store: S, app: &dyn App) {
     assert_eq!(id[8] & 0xc0, 0x80, "the RFC 9562 variant: {}", t.id);
     let drift = v7_millis(t.id) - t.created_at.as_millisecond();
     assert!(drift.abs() < 5_000, "id time {} ms from created_at", drift);
-    assert_eq!(store.get(t.id).await.unwrap().as_ref(), Some(&t));
-    let tl = store.timeline(t.id).await.unwrap();
+    assert_eq!(
+        store.get(GetParams { id: t.id }).await.unwrap().as_ref(),
+        Some(&t)
+    );
+    let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
     assert_eq!(tl.len(), 1, "{tl:?}");
     assert_eq!((tl[0].kind, tl[0].at), (EventType::Created, t.created_at));
 
@@ -234,7 +250,7 @@ pub async fn a_committed_insert_is_delivered(store: S, app: &dyn App) {
         done.max_attempts, KIND_ATTEMPTS,
         "the claim wrote the kind's budget"
     );
-    let tl = store.timeline(t.id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
     let kinds: Vec<EventType> = tl.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [EventType::Created, EventType::Attempt], "{tl:?}");
     assert_eq!(tl[0].at, t.created_at);
@@ -303,7 +319,10 @@ pub async fn the_same_kind_and_key_twice_is_one_task(store: S, app: &dyn App) {
     insert_and_commit(app, KIND, "dup", r#"{"other": true}"#).await;
     let t = by_key(&store, KIND, "dup").await.expect("the task");
     assert_eq!(t.payload, PAYLOAD.as_bytes(), "the first insert wins");
-    assert_eq!(store.counts(None).await.unwrap().total(), 1);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        1
+    );
 
     if app.concurrent_writers() {
         // The second waits for the first's unique-key lock, then finds the row.
@@ -319,7 +338,10 @@ pub async fn the_same_kind_and_key_twice_is_one_task(store: S, app: &dyn App) {
         racer.await.expect("second insert").commit().await;
         let race = by_key(&store, KIND, "race").await.expect("the task");
         assert_eq!(race.payload, PAYLOAD.as_bytes());
-        assert_eq!(store.counts(None).await.unwrap().total(), 2);
+        assert_eq!(
+            store.counts(CountsParams::default()).await.unwrap().total(),
+            2
+        );
     }
 
     let again = store

@@ -100,7 +100,12 @@ pub async fn counts_cover_every_task_once(store: S) {
         at(1),
     )
     .await;
-    let k = store.counts(Some("k")).await.unwrap();
+    let k = store
+        .counts(CountsParams {
+            kind: Some("k".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(
         k,
         StatusCounts {
@@ -111,5 +116,8 @@ pub async fn counts_cover_every_task_once(store: S) {
             compensated: 0
         }
     );
-    assert_eq!(store.counts(None).await.unwrap().total(), 6);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        6
+    );
 }

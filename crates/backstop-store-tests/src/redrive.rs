@@ -49,7 +49,7 @@ pub async fn a_succeeded_task_is_redriven_with_the_run_on_its_timeline(store: S)
     let t = store.redrive(params(id)).await.unwrap();
     assert_eq!((t.status, t.run_at), (Status::Pending, at(10)));
     assert!(t.max_attempts > t.attempts, "a fresh attempt budget");
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     let kinds: Vec<_> = tl.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
@@ -78,15 +78,21 @@ pub async fn statement_runs_are_recorded_and_listed_newest_first(store: S) {
         report: None,
     };
     store
-        .record_statement_run(run("r1", "sms", 1))
+        .record_statement_run(RecordStatementRunParams {
+            run: run("r1", "sms", 1),
+        })
         .await
         .unwrap();
     store
-        .record_statement_run(run("r2", "sms", 2))
+        .record_statement_run(RecordStatementRunParams {
+            run: run("r2", "sms", 2),
+        })
         .await
         .unwrap();
     store
-        .record_statement_run(run("r3", "pay", 3))
+        .record_statement_run(RecordStatementRunParams {
+            run: run("r3", "pay", 3),
+        })
         .await
         .unwrap();
     let mut done = run("r1", "sms", 1);
@@ -94,9 +100,24 @@ pub async fn statement_runs_are_recorded_and_listed_newest_first(store: S) {
     done.verdict = Some("BREAKS".into());
     done.applied = 7;
     done.report = Some(r#"{"verdict":"BREAKS"}"#.into());
-    store.record_statement_run(done.clone()).await.unwrap();
-    assert_eq!(store.statement_run("r1").await.unwrap(), Some(done));
-    assert_eq!(store.statement_run("nope").await.unwrap(), None);
+    store
+        .record_statement_run(RecordStatementRunParams { run: done.clone() })
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .statement_run(StatementRunParams { id: "r1".into() })
+            .await
+            .unwrap(),
+        Some(done)
+    );
+    assert_eq!(
+        store
+            .statement_run(StatementRunParams { id: "nope".into() })
+            .await
+            .unwrap(),
+        None
+    );
     let sms = store
         .statement_runs(StatementRunsParams {
             kind: Some("sms".into()),

@@ -38,18 +38,24 @@ async fn finished(store: &dyn Store, key: &str, status: Status, done: Timestamp)
     let mut end = completion(&c[0], status, outcome, done);
     end.reason = (status != Status::Succeeded).then(|| "because".into());
     complete(store, vec![end], done).await;
-    assert_eq!(store.get(id).await.unwrap().unwrap().status, status);
+    assert_eq!(
+        store.get(GetParams { id }).await.unwrap().unwrap().status,
+        status
+    );
     id
 }
 
 /// Asserts the task and every event of it are gone: a new task under the same id starts
 /// with an empty timeline.
 async fn assert_gone(store: &dyn Store, id: TaskId, key: &str) {
-    assert!(store.get(id).await.unwrap().is_none(), "{key} was pruned");
+    assert!(
+        store.get(GetParams { id }).await.unwrap().is_none(),
+        "{key} was pruned"
+    );
     let mut again = task("k", key, "{}");
     again.id = id;
     put(store, again).await;
-    let tl = store.timeline(id).await.unwrap();
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
     assert_eq!(
         tl.iter().map(|e| e.kind).collect::<Vec<_>>(),
         vec![EventType::Created],
@@ -68,7 +74,7 @@ pub async fn prune_deletes_only_old_tasks_of_the_status(store: S) {
 
     assert_eq!(prune(&*store, Prunable::Succeeded, at(50), 100).await, 1);
     for kept in [new_ok, old_comp, old_dead, pending, running] {
-        assert!(store.get(kept).await.unwrap().is_some());
+        assert!(store.get(GetParams { id: kept }).await.unwrap().is_some());
     }
     assert_eq!(prune(&*store, Prunable::Succeeded, at(50), 100).await, 0);
     assert_eq!(
@@ -82,12 +88,19 @@ pub async fn prune_deletes_only_old_tasks_of_the_status(store: S) {
     let future = at(10_000_000);
     assert_eq!(prune(&*store, Prunable::Succeeded, future, 100).await, 1);
     assert_eq!(prune(&*store, Prunable::Compensated, future, 100).await, 0);
-    let c = store.counts(None).await.unwrap();
+    let c = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!(
         (c.pending, c.running, c.succeeded, c.failed, c.compensated),
         (1, 1, 0, 1, 0)
     );
-    assert!(store.timeline(old_dead).await.unwrap().len() >= 3);
+    assert!(
+        store
+            .timeline(TimelineParams { id: old_dead })
+            .await
+            .unwrap()
+            .len()
+            >= 3
+    );
     assert_gone(&*store, old_ok, "old-ok").await;
     assert_gone(&*store, old_comp, "old-comp").await;
     assert_gone(&*store, new_ok, "new-ok").await;
@@ -107,5 +120,8 @@ pub async fn prune_takes_bounded_batches(store: S) {
     }
     assert_eq!(batches, vec![2, 2, 1, 0]);
     assert_eq!(prune(&*store, Prunable::Succeeded, at(20), 0).await, 0);
-    assert_eq!(store.counts(None).await.unwrap().total(), 0);
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap().total(),
+        0
+    );
 }

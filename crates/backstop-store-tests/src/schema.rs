@@ -12,7 +12,7 @@ pub async fn migrate_is_idempotent(store: S) {
     store.migrate().await.unwrap();
     store.migrate().await.unwrap();
     assert!(
-        store.get(id).await.unwrap().is_some(),
+        store.get(GetParams { id }).await.unwrap().is_some(),
         "migrating again keeps the data"
     );
     let _ = SignedDuration::ZERO;

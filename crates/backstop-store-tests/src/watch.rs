@@ -29,13 +29,31 @@ pub async fn beats_are_overwritten_by_name_and_listed_by_prefix(store: S) {
     beat(&*store, "node:a", "a", 4, r#"{"kinds":["x","y"]}"#).await;
     // `_` and `%` are not wildcards in a prefix.
     beat(&*store, "nodeXa", "z", 4, "{}").await;
-    let nodes = store.beats("node:").await.unwrap();
+    let nodes = store
+        .beats(BeatsParams {
+            prefix: "node:".into(),
+        })
+        .await
+        .unwrap();
     let names: Vec<_> = nodes.iter().map(|b| b.name.as_str()).collect();
     assert_eq!(names, ["node:a", "node:b"]);
     assert_eq!(nodes[0].at, at(4), "the latest beat wins");
     assert_eq!(nodes[0].detail, r#"{"kinds":["x","y"]}"#);
-    assert!(store.beats("node_").await.unwrap().is_empty());
-    let r = store.beats("reconciler").await.unwrap();
+    assert!(
+        store
+            .beats(BeatsParams {
+                prefix: "node_".into()
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let r = store
+        .beats(BeatsParams {
+            prefix: "reconciler".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!((r[0].owner.as_str(), r[0].at), ("a", at(3)));
     let gone = store
         .forget_beats(ForgetBeatsParams {
@@ -46,7 +64,7 @@ pub async fn beats_are_overwritten_by_name_and_listed_by_prefix(store: S) {
         .unwrap();
     assert_eq!(gone, 1, "only node:b is stale");
     let names: Vec<_> = store
-        .beats("")
+        .beats(BeatsParams { prefix: "".into() })
         .await
         .unwrap()
         .into_iter()
@@ -339,9 +357,16 @@ pub async fn the_write_probe_passes_and_leaves_nothing(store: S) {
         .expect("a migrated ledger takes writes");
     store.check_writable().await.expect("and again");
     assert!(
-        store.beats("").await.unwrap().is_empty(),
+        store
+            .beats(BeatsParams { prefix: "".into() })
+            .await
+            .unwrap()
+            .is_empty(),
         "the probe's row is rolled back"
     );
-    assert_eq!(store.counts(None).await.unwrap(), StatusCounts::default());
+    assert_eq!(
+        store.counts(CountsParams::default()).await.unwrap(),
+        StatusCounts::default()
+    );
     put(&*store, task("k", "after-probe", "{}")).await;
 }

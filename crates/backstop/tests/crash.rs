@@ -6,6 +6,7 @@
 mod common;
 
 use backstop::{Engine, EnqueueRequest, KindConfig, Target};
+use backstop_core::store::CountsParams;
 use common::*;
 use rand::Rng;
 use std::collections::{HashMap, HashSet};
@@ -114,7 +115,12 @@ async fn sigkill_at_random_moments_loses_nothing() {
     wait_for(Duration::from_secs(90), "every task to succeed", || {
         let store = store2.clone();
         async move {
-            let c = store.counts(Some("crash.sink")).await.unwrap();
+            let c = store
+                .counts(CountsParams {
+                    kind: Some("crash.sink".into()),
+                })
+                .await
+                .unwrap();
             (c.succeeded as usize == TASKS).then_some(())
         }
     })
@@ -122,7 +128,7 @@ async fn sigkill_at_random_moments_loses_nothing() {
     signal(&serve, libc::SIGTERM);
     assert!(serve.wait().await.unwrap().success());
 
-    let counts = store.counts(None).await.unwrap();
+    let counts = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!(
         counts.total() as usize,
         TASKS,

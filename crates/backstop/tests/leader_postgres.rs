@@ -9,6 +9,7 @@ mod common;
 use backstop::{Engine, EnqueueRequest, EventType, KindConfig, Status, Store, Target, TaskId};
 use backstop_core::AttemptOutcome;
 use backstop_core::store::ListParams;
+use backstop_core::store::{CountsParams, GetParams, TimelineParams};
 use common::db::{Server, TestDb};
 use common::*;
 use std::collections::{HashMap, HashSet};
@@ -62,7 +63,12 @@ async fn wait_succeeded(store: &Arc<dyn Store>, kind: &str, n: usize) {
     wait_for(Duration::from_secs(60), "every task to succeed", || {
         let store = store.clone();
         async move {
-            let c = store.counts(Some(kind)).await.unwrap();
+            let c = store
+                .counts(CountsParams {
+                    kind: Some(kind.to_string()),
+                })
+                .await
+                .unwrap();
             (c.succeeded as usize == n).then_some(())
         }
     })
@@ -134,9 +140,9 @@ async fn three_processes_split_the_work_and_leadership_moves_when_the_leader_die
     wait_succeeded(&store, "multi.fast", FAST_TASKS).await;
     let mut per_worker: HashMap<String, usize> = HashMap::new();
     for id in &fast {
-        let task = store.get(*id).await.unwrap().unwrap();
+        let task = store.get(GetParams { id: *id }).await.unwrap().unwrap();
         assert_eq!((task.status, task.attempts), (Status::Succeeded, 1), "{id}");
-        let events = store.timeline(*id).await.unwrap();
+        let events = store.timeline(TimelineParams { id: *id }).await.unwrap();
         let attempts: Vec<_> = events
             .iter()
             .filter(|e| e.kind == EventType::Attempt)
@@ -218,7 +224,7 @@ async fn three_processes_split_the_work_and_leadership_moves_when_the_leader_die
 
     wait_succeeded(&store, "multi.slow", SLOW_TASKS).await;
     for id in &stranded {
-        let events = store.timeline(*id).await.unwrap();
+        let events = store.timeline(TimelineParams { id: *id }).await.unwrap();
         assert!(
             events
                 .iter()

@@ -9,6 +9,7 @@ use backstop_core::AttemptOutcome;
 use backstop_core::store::{
     ClaimParams, CompleteParams, Completion, EnqueueParams, LeaseRef, StatementRunsParams,
 };
+use backstop_core::store::{CountsParams, GetParams, StatementRunParams, TimelineParams};
 use backstop_core::task::NewTask;
 use common::*;
 use std::sync::Arc;
@@ -164,7 +165,13 @@ async fn the_receipts_find_the_false_successes_and_apply_redrives_each_once() {
     missing.sort();
     assert_eq!(missing, ["sms-17", "sms-3", "sms-42"]);
     assert_eq!(
-        store.counts(Some("sms.send")).await.unwrap().succeeded,
+        store
+            .counts(CountsParams {
+                kind: Some("sms.send".into())
+            })
+            .await
+            .unwrap()
+            .succeeded,
         50,
         "a reconcile without --apply changes nothing"
     );
@@ -175,7 +182,7 @@ async fn the_receipts_find_the_false_successes_and_apply_redrives_each_once() {
     assert!(!ok, "{err}");
     assert!(out.contains("re-driven 3 missing task(s) now"), "{out}");
     for (i, id) in ids.iter().enumerate() {
-        let t = store.get(*id).await.unwrap().unwrap();
+        let t = store.get(GetParams { id: *id }).await.unwrap().unwrap();
         let want = if lost.contains(&i) {
             Status::Pending
         } else {
@@ -183,7 +190,7 @@ async fn the_receipts_find_the_false_successes_and_apply_redrives_each_once() {
         };
         assert_eq!(t.status, want, "sms-{i}");
         if lost.contains(&i) {
-            let tl = store.timeline(*id).await.unwrap();
+            let tl = store.timeline(TimelineParams { id: *id }).await.unwrap();
             assert_eq!(redrives(&tl), 1);
             let e = tl.iter().find(|e| e.kind == EventType::Redriven).unwrap();
             assert!(e.actor.as_deref().unwrap().starts_with("reconcile:st-"));
@@ -203,7 +210,10 @@ async fn the_receipts_find_the_false_successes_and_apply_redrives_each_once() {
     let (_, out, _) = w.run(&strs(&apply)).await;
     assert!(out.contains("re-driven 0 missing task(s) now"), "{out}");
     for i in lost {
-        assert_eq!(redrives(&store.timeline(ids[i]).await.unwrap()), 1);
+        assert_eq!(
+            redrives(&store.timeline(TimelineParams { id: ids[i] }).await.unwrap()),
+            1
+        );
     }
     // The handler swallows the failure again: the tasks read `succeeded` once more. The same
     // run still finds them missing, and does not re-drive them a second time.
@@ -228,7 +238,10 @@ async fn the_receipts_find_the_false_successes_and_apply_redrives_each_once() {
         "the same run never re-drives twice: {out}"
     );
     for i in lost {
-        assert_eq!(redrives(&store.timeline(ids[i]).await.unwrap()), 2);
+        assert_eq!(
+            redrives(&store.timeline(TimelineParams { id: ids[i] }).await.unwrap()),
+            2
+        );
     }
     let runs = store
         .statement_runs(StatementRunsParams {
@@ -260,7 +273,16 @@ async fn an_incomplete_statement_applies_nothing() {
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["verdict"], "INCOMPLETE");
     assert_eq!(report["counts"]["malformed"], 1);
-    assert_eq!(store.counts(Some("sms.send")).await.unwrap().succeeded, 10);
+    assert_eq!(
+        store
+            .counts(CountsParams {
+                kind: Some("sms.send".into())
+            })
+            .await
+            .unwrap()
+            .succeeded,
+        10
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,7 +304,13 @@ async fn a_killed_apply_resumes_and_redrives_each_task_once() {
     // Kill it once some, not all, of the re-drives are done.
     let mut pending = 0;
     for _ in 0..2000 {
-        pending = store.counts(Some("sms.send")).await.unwrap().pending as usize;
+        pending = store
+            .counts(CountsParams {
+                kind: Some("sms.send".into()),
+            })
+            .await
+            .unwrap()
+            .pending as usize;
         if pending > 0 {
             break;
         }
@@ -290,7 +318,13 @@ async fn a_killed_apply_resumes_and_redrives_each_task_once() {
     }
     signal(&child, libc::SIGKILL);
     let _ = child.wait().await;
-    let at_kill = store.counts(Some("sms.send")).await.unwrap().pending as usize;
+    let at_kill = store
+        .counts(CountsParams {
+            kind: Some("sms.send".into()),
+        })
+        .await
+        .unwrap()
+        .pending as usize;
     println!(
         "killed with {at_kill} of {} re-driven (saw {pending})",
         lost.len()
@@ -298,11 +332,21 @@ async fn a_killed_apply_resumes_and_redrives_each_task_once() {
     assert!(at_kill < lost.len(), "killed before the end");
     let (_, out, err) = w.run(&strs(&apply)).await;
     assert!(out.contains("re-driven"), "{out}{err}");
-    let c = store.counts(Some("sms.send")).await.unwrap();
+    let c = store
+        .counts(CountsParams {
+            kind: Some("sms.send".into()),
+        })
+        .await
+        .unwrap();
     assert_eq!(c.pending as usize, lost.len());
     for i in lost.iter().step_by(40) {
         assert_eq!(
-            redrives(&store.timeline(ids[*i]).await.unwrap()),
+            redrives(
+                &store
+                    .timeline(TimelineParams { id: ids[*i] })
+                    .await
+                    .unwrap()
+            ),
             1,
             "sms-{i}"
         );
@@ -400,6 +444,12 @@ async fn a_statement_refused_for_its_header_closes_its_run_as_failed() {
     assert_eq!(runs.len(), 1);
     assert!(runs[0].finished_at.is_some(), "the run is closed: {runs:?}");
     assert_eq!(runs[0].verdict.as_deref(), Some("FAILED"));
-    let run = store.statement_run(&runs[0].id).await.unwrap().unwrap();
+    let run = store
+        .statement_run(StatementRunParams {
+            id: runs[0].id.to_string(),
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert!(run.report.as_deref().unwrap().contains("error"), "{run:?}");
 }

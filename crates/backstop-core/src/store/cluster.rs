@@ -76,6 +76,13 @@ pub struct Beat {
     pub detail: String,
 }
 
+/// Reads the beats whose names start with `prefix`.
+#[derive(Clone, Debug)]
+pub struct BeatsParams {
+    /// The names' common start (`node:`, or a whole name).
+    pub prefix: String,
+}
+
 /// Deletes beats of names starting with `prefix` last seen before `before` (processes gone
 /// for good), so the table stays as small as the set of live processes.
 #[derive(Clone, Debug)]
@@ -103,7 +110,7 @@ pub trait Cluster: Send + Sync {
     fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// Beats whose name starts with `prefix`.
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>>;
+    fn beats(&self, p: BeatsParams) -> BoxFuture<'_, Result<Vec<Beat>, StoreError>>;
 
     /// Deletes stale beats; returns how many.
     fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>>;

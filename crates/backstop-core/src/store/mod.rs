@@ -45,7 +45,8 @@ mod watch;
 pub use backlog::{AuditPage, AuditParams, Backlog, BacklogParams, KindBacklog};
 pub use callbacks::Callbacks;
 pub use cluster::{
-    Beat, BeatParams, Cluster, ForgetBeatsParams, Leadership, LeadershipParams, ResignParams,
+    Beat, BeatParams, BeatsParams, Cluster, ForgetBeatsParams, Leadership, LeadershipParams,
+    ResignParams,
 };
 pub use enqueue::{Enqueue, EnqueueParams, EnqueueResult};
 pub use entities::{Entities, EntityHistory, EntityParams, TransitionOutcome, TransitionParams};
@@ -56,10 +57,15 @@ pub use lease::{
 };
 pub use manual::{ManualActions, ManualParams};
 pub use migrate::Migrations;
-pub use read::{KeysParams, ListParams, ScanParams, StatusCounts, Tasks};
+pub use read::{
+    CountsParams, GetByKeyParams, GetParams, KeysParams, ListParams, ScanParams, StatusCounts,
+    Tasks, TimelineParams,
+};
 pub use rescue::{ExpireParams, Rescue, RescueParams, Rescued};
 pub use retention::{Prunable, PruneParams, Retention};
-pub use statement_runs::{StatementRun, StatementRunsParams, Statements};
+pub use statement_runs::{
+    RecordStatementRunParams, StatementRun, StatementRunParams, StatementRunsParams, Statements,
+};
 pub use watch::{WorkSignal, WorkSink, WorkWatch};
 
 use std::future::Future;

@@ -42,6 +42,36 @@ pub struct KeysParams {
     pub keys: Vec<String>,
 }
 
+/// Reads one task by its id.
+#[derive(Clone, Copy, Debug)]
+pub struct GetParams {
+    /// The task's id.
+    pub id: TaskId,
+}
+
+/// Reads one task by its business identity, `(kind, key)`.
+#[derive(Clone, Debug)]
+pub struct GetByKeyParams {
+    /// The task's kind.
+    pub kind: String,
+    /// Its business key.
+    pub key: String,
+}
+
+/// Reads the whole timeline of one task.
+#[derive(Clone, Copy, Debug)]
+pub struct TimelineParams {
+    /// The task's id.
+    pub id: TaskId,
+}
+
+/// Counts tasks per status.
+#[derive(Clone, Debug, Default)]
+pub struct CountsParams {
+    /// Only tasks of this kind; every task when `None`.
+    pub kind: Option<String>,
+}
+
 /// Counts of tasks per status.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusCounts {
@@ -78,17 +108,13 @@ impl StatusCounts {
 /// Reads of tasks: by id, by business identity, lists, scans, counts and timelines.
 pub trait Tasks: Send + Sync {
     /// One task.
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>>;
+    fn get(&self, p: GetParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>>;
 
     /// One task by its business identity.
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
+    fn get_by_key(&self, p: GetByKeyParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>>;
 
     /// The whole timeline of a task, oldest first.
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>>;
+    fn timeline(&self, p: TimelineParams) -> BoxFuture<'_, Result<Vec<Event>, StoreError>>;
 
     /// Tasks, newest first.
     fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>>;
@@ -101,8 +127,5 @@ pub trait Tasks: Send + Sync {
     fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>>;
 
     /// Tasks per status, for one kind or all.
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>>;
+    fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>>;
 }

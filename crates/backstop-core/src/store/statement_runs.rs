@@ -25,6 +25,20 @@ pub struct StatementRun {
     pub report: Option<String>,
 }
 
+/// Records a statement run: inserted, or updated where its id exists.
+#[derive(Clone, Debug)]
+pub struct RecordStatementRunParams {
+    /// The run as it stands.
+    pub run: StatementRun,
+}
+
+/// Reads one statement run.
+#[derive(Clone, Debug)]
+pub struct StatementRunParams {
+    /// The run's id.
+    pub id: String,
+}
+
 /// Lists statement runs, newest first.
 #[derive(Clone, Debug, Default)]
 pub struct StatementRunsParams {
@@ -37,7 +51,10 @@ pub struct StatementRunsParams {
 /// Statement reconciliation's record of its runs.
 pub trait Statements: Send + Sync {
     /// Records a statement run (upsert by id).
-    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>>;
+    fn record_statement_run(
+        &self,
+        p: RecordStatementRunParams,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// Statement runs, newest first.
     fn statement_runs(
@@ -46,8 +63,8 @@ pub trait Statements: Send + Sync {
     ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>>;
 
     /// One statement run.
-    fn statement_run<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>>;
+    fn statement_run(
+        &self,
+        p: StatementRunParams,
+    ) -> BoxFuture<'_, Result<Option<StatementRun>, StoreError>>;
 }

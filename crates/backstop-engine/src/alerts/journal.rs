@@ -7,6 +7,7 @@ use super::window::{Collector, Group};
 use crate::engine::Shared;
 use crate::reconciler::nodes::NODE_PREFIX;
 use backstop_core::StoreError;
+use backstop_core::store::BeatsParams;
 use backstop_core::store::{BeatParams, ForgetBeatsParams};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -66,7 +67,12 @@ pub(crate) async fn clear(shared: &Shared, owner: &str) -> Result<(), StoreError
 /// The journals left by processes that are gone (no node beat within `3 × node_beat`), with
 /// their owners.
 pub(crate) async fn orphans(shared: &Shared) -> Result<Vec<(String, Journal)>, StoreError> {
-    let journals = shared.store.beats(JOURNAL_PREFIX).await?;
+    let journals = shared
+        .store
+        .beats(BeatsParams {
+            prefix: JOURNAL_PREFIX.to_string(),
+        })
+        .await?;
     if journals.is_empty() {
         return Ok(Vec::new());
     }
@@ -74,7 +80,9 @@ pub(crate) async fn orphans(shared: &Shared) -> Result<Vec<(String, Journal)>, S
     let fresh = shared.clock.now() - every.saturating_mul(3);
     let alive: Vec<String> = shared
         .store
-        .beats(NODE_PREFIX)
+        .beats(BeatsParams {
+            prefix: NODE_PREFIX.to_string(),
+        })
         .await?
         .into_iter()
         .filter(|b| b.at >= fresh)

@@ -19,6 +19,7 @@ mod rescue;
 use crate::alerts::{AlertEvent, AlertName};
 use crate::engine::Shared;
 use backstop_core::audit::{Drift, audit};
+use backstop_core::store::BeatsParams;
 use backstop_core::store::{AuditParams, BacklogParams, BeatParams, KindBacklog};
 use backstop_core::{StoreError, TaskId};
 use jiff::{SignedDuration, Timestamp};
@@ -126,7 +127,13 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 
 /// The last recorded pass, by any process.
 pub(crate) async fn last_pass(shared: &Shared) -> Option<PassReport> {
-    let beats = shared.store.beats(RECONCILER_BEAT).await.ok()?;
+    let beats = shared
+        .store
+        .beats(BeatsParams {
+            prefix: RECONCILER_BEAT.to_string(),
+        })
+        .await
+        .ok()?;
     let b = beats.into_iter().find(|b| b.name == RECONCILER_BEAT)?;
     PassReport::from_detail(&b.detail)
 }

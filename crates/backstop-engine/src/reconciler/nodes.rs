@@ -7,6 +7,7 @@ use crate::alerts::{AlertEvent, AlertName};
 use crate::engine::Shared;
 use backstop_core::Target;
 use backstop_core::clock::add;
+use backstop_core::store::BeatsParams;
 use backstop_core::store::{Beat, BeatParams, ForgetBeatsParams};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -85,7 +86,13 @@ const LIVE_BEATS: i32 = 3;
 pub(crate) async fn live(shared: &Shared, now: Timestamp) -> Vec<NodeBeat> {
     let every = SignedDuration::try_from(shared.opts.node_beat).unwrap_or(SignedDuration::MAX);
     let fresh_since = now - every * LIVE_BEATS;
-    match shared.store.beats(NODE_PREFIX).await {
+    match shared
+        .store
+        .beats(BeatsParams {
+            prefix: NODE_PREFIX.to_string(),
+        })
+        .await
+    {
         Ok(beats) => beats
             .iter()
             .filter(|b| b.at >= fresh_since)
@@ -133,7 +140,13 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 /// Raises `reconciler.stalled` once per stall (and logs its end); returns whether it is
 /// stalled now.
 async fn watch_reconciler(shared: &Shared, now: Timestamp, was: bool) -> bool {
-    let last = match shared.store.beats(super::RECONCILER_BEAT).await {
+    let last = match shared
+        .store
+        .beats(BeatsParams {
+            prefix: super::RECONCILER_BEAT.to_string(),
+        })
+        .await
+    {
         Ok(b) => b.into_iter().find(|b| b.name == super::RECONCILER_BEAT),
         Err(e) => {
             tracing::warn!(error = %e, "reading the reconciler's beat failed");

@@ -5,7 +5,6 @@
 use backstop_core::store::*;
 use backstop_core::{
     CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
-    TaskId,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -74,31 +73,24 @@ impl Enqueue for Cut {
 }
 
 impl Tasks for Cut {
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
-        self.gate(self.inner.get(id))
+    fn get(&self, p: GetParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        self.gate(self.inner.get(p))
     }
 
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
-        self.gate(self.inner.get_by_key(kind, key))
+    fn get_by_key(&self, p: GetByKeyParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        self.gate(self.inner.get_by_key(p))
     }
 
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
-        self.gate(self.inner.timeline(id))
+    fn timeline(&self, p: TimelineParams) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        self.gate(self.inner.timeline(p))
     }
 
     fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         self.gate(self.inner.list(p))
     }
 
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
-        self.gate(self.inner.counts(kind))
+    fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
+        self.gate(self.inner.counts(p))
     }
 
     fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
@@ -176,8 +168,8 @@ impl Cluster for Cut {
         self.gate(self.inner.beat(p))
     }
 
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
-        self.gate(self.inner.beats(prefix))
+    fn beats(&self, p: BeatsParams) -> BoxFuture<'_, Result<Vec<Beat>, StoreError>> {
+        self.gate(self.inner.beats(p))
     }
 
     fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
@@ -202,8 +194,11 @@ impl Retention for Cut {
 }
 
 impl Statements for Cut {
-    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.gate(self.inner.record_statement_run(run))
+    fn record_statement_run(
+        &self,
+        p: RecordStatementRunParams,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.record_statement_run(p))
     }
 
     fn statement_runs(
@@ -213,11 +208,11 @@ impl Statements for Cut {
         self.gate(self.inner.statement_runs(p))
     }
 
-    fn statement_run<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
-        self.gate(self.inner.statement_run(id))
+    fn statement_run(
+        &self,
+        p: StatementRunParams,
+    ) -> BoxFuture<'_, Result<Option<StatementRun>, StoreError>> {
+        self.gate(self.inner.statement_run(p))
     }
 }
 

@@ -6,6 +6,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use backstop_core::duration::format_duration;
+use backstop_core::store::CountsParams;
 use backstop_core::{RetryPolicy, Status, Target};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -97,7 +98,12 @@ async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> 
     let mut kinds = Vec::with_capacity(names.len());
     for name in names {
         let k = &engine.kinds()[name];
-        let c = engine.store().counts(Some(name)).await?;
+        let c = engine
+            .store()
+            .counts(CountsParams {
+                kind: Some(name.to_string()),
+            })
+            .await?;
         let (target, url) = match &k.target {
             Target::HttpPush { url, .. } => ("push", Some(url.clone())),
             Target::Pull => ("pull", None),

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use backstop_core::Status;
+use backstop_core::store::CountsParams;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 use utoipa_axum::router::OpenApiRouter;
@@ -116,7 +117,12 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {
     };
     let engine = state.engine();
     for kind in engine.kinds().keys() {
-        let c = engine.store().counts(Some(kind)).await?;
+        let c = engine
+            .store()
+            .counts(CountsParams {
+                kind: Some(kind.to_string()),
+            })
+            .await?;
         for s in Status::ALL {
             metrics::gauge!(TASKS, "kind" => kind.clone(), "status" => s.as_str())
                 .set(c.get(s) as f64);

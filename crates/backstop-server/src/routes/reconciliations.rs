@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use backstop_core::duration::parse_duration;
+use backstop_core::store::StatementRunParams;
 use backstop_core::store::StatementRunsParams;
 use backstop_engine::statement::{self, AmountPointers, StatementError, StatementJob};
 use backstop_statement::{ColumnMap, Options, ReadOptions, ReconcileError, StatementFormat};
@@ -278,7 +279,12 @@ async fn show(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<RunView>, Problem> {
-    match state.engine().store().statement_run(&id).await? {
+    match state
+        .engine()
+        .store()
+        .statement_run(StatementRunParams { id: id.clone() })
+        .await?
+    {
         Some(r) => Ok(Json(view(r, true))),
         None => Err(Problem::not_found(format!("no reconciliation run {id:?}"))),
     }

@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use backstop_core::duration::parse_duration;
 use backstop_core::store::ListParams;
+use backstop_core::store::{GetParams, TimelineParams};
 use backstop_core::{Status, TaskId};
 use backstop_engine::{EnqueueError, EnqueueRequest, ManualRequest};
 use jiff::Timestamp;
@@ -282,10 +283,10 @@ async fn show(
     let id = parse_id(&id)?;
     let store = state.engine().store();
     let task = store
-        .get(id)
+        .get(GetParams { id })
         .await?
         .ok_or_else(|| Problem::not_found(format!("no task with id {id}")))?;
-    let events = store.timeline(id).await?;
+    let events = store.timeline(TimelineParams { id }).await?;
     Ok(Json(TaskView::new(&task, Some(&events))).into_response())
 }
 

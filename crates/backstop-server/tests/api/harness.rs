@@ -1,5 +1,6 @@
 //! A live API on loopback over a real SQLite ledger, and a small JSON client for it.
 
+use backstop_core::store::CountsParams;
 use backstop_core::{
     Clock, KindConfig, Machine, ManualClock, RetryPolicy, Store, SystemClock, Target,
 };
@@ -229,7 +230,11 @@ impl Api {
 
     /// How many tasks the ledger holds, of all kinds.
     pub async fn task_count(&self) -> u64 {
-        self.store.counts(None).await.unwrap().total()
+        self.store
+            .counts(CountsParams::default())
+            .await
+            .unwrap()
+            .total()
     }
 }
 

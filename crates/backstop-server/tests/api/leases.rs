@@ -1,6 +1,7 @@
 //! Pull leases: lease, heartbeat, complete, long polls, and fencing of stale workers.
 
 use crate::harness::{Api, Setup, task};
+use backstop_core::store::CountsParams;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -326,7 +327,9 @@ async fn bad_lease_requests_get_a_clear_4xx() {
     // Nothing was leased by any of them.
     assert_eq!(
         api.store
-            .counts(Some("report.render"))
+            .counts(CountsParams {
+                kind: Some("report.render".into())
+            })
             .await
             .unwrap()
             .pending,

@@ -3,6 +3,7 @@
 
 use crate::harness::*;
 use backstop_core::Status;
+use backstop_core::store::GetByKeyParams;
 use serde_json::json;
 
 async fn succeed_all(api: &Api, n: usize) {
@@ -71,7 +72,10 @@ async fn an_uploaded_statement_is_reconciled_applied_and_kept_as_a_run() {
     let run = r["run"].as_str().unwrap().to_string();
     let t = api
         .store
-        .get_by_key("report.render", "r-1")
+        .get_by_key(GetByKeyParams {
+            kind: "report.render".into(),
+            key: "r-1".into(),
+        })
         .await
         .unwrap()
         .unwrap();

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // Each test file uses its own part.
 
 use crate::common::SchemaGuard;
+use backstop_core::store::CountsParams;
 use backstop_core::store::Tasks;
 use backstop_core::{KindConfig, Outcome};
 use backstop_engine::{Engine, EngineOptions, handler};
@@ -177,7 +178,10 @@ impl Rig {
 
     /// The tasks' counts per status.
     pub async fn counts(&self) -> backstop_core::StatusCounts {
-        self.store.counts(None).await.expect("counts")
+        self.store
+            .counts(CountsParams::default())
+            .await
+            .expect("counts")
     }
 }
 

@@ -20,6 +20,7 @@ use crate::commands::print_json;
 use anyhow::{Context, Result, bail};
 use axum::body::Bytes;
 use backstop::{Engine, KindConfig, Target, open_store};
+use backstop_core::store::CountsParams;
 use backstop_engine::CallbackSource;
 use backstop_server::{AppState, Limits};
 use backstop_webhooks::StandardWebhooks;
@@ -133,7 +134,12 @@ async fn measure(url: &str, a: &HooksBenchArgs) -> Result<Report> {
     let sustained = sustained(&client, &hook, sustained_bodies, a.concurrency).await?;
 
     let want = fixed_n + a.requests;
-    let counts = engine.store().counts(Some(KIND)).await?;
+    let counts = engine
+        .store()
+        .counts(CountsParams {
+            kind: Some(KIND.to_string()),
+        })
+        .await?;
     if counts.pending as usize != want {
         bail!(
             "expected one task per callback ({want}), found {}",

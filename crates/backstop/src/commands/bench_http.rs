@@ -18,6 +18,7 @@ use crate::commands::print_json;
 use anyhow::{Result, bail};
 use axum::body::Bytes;
 use backstop::{Engine, EnqueueRequest, KindConfig, Store, Target, TaskId, open_store};
+use backstop_core::store::CountsParams;
 use backstop_core::store::EnqueueParams;
 use backstop_core::task::NewTask;
 use backstop_server::{AppState, Limits};
@@ -171,7 +172,12 @@ async fn measure(url: &str, a: &HttpBenchArgs) -> Result<Report> {
         b,
     )
     .await?;
-    let counts = engine.store().counts(Some(ENQUEUE_KIND)).await?;
+    let counts = engine
+        .store()
+        .counts(CountsParams {
+            kind: Some(ENQUEUE_KIND.to_string()),
+        })
+        .await?;
     if counts.pending as usize != 2 * n {
         bail!("expected {} pending tasks, found {}", 2 * n, counts.pending);
     }
@@ -236,7 +242,12 @@ async fn push(engine: &Engine, received: &Received, n: usize, batch: usize) -> R
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let took = t0.elapsed();
-    let c = engine.store().counts(Some(PUSH_KIND)).await?;
+    let c = engine
+        .store()
+        .counts(CountsParams {
+            kind: Some(PUSH_KIND.to_string()),
+        })
+        .await?;
     if c.succeeded as usize != n {
         bail!(
             "push deliveries did not all succeed: {} succeeded, {} failed, {} compensated",
@@ -295,7 +306,11 @@ async fn push_backlog(
     let took = t0.elapsed();
     let _ = stop.send(());
     runner.await?;
-    let c = store.counts(Some(BACKLOG_KIND)).await?;
+    let c = store
+        .counts(CountsParams {
+            kind: Some(BACKLOG_KIND.to_string()),
+        })
+        .await?;
     if c.succeeded as usize != n {
         bail!(
             "backlog deliveries did not all succeed: {} succeeded, {} failed, {} compensated",

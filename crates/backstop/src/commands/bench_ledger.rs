@@ -14,6 +14,7 @@ use backstop::{
     handler, open_store,
 };
 use backstop_core::AttemptOutcome;
+use backstop_core::store::CountsParams;
 use backstop_core::store::{
     BacklogParams, ClaimParams, CompleteParams, Completion, EnqueueParams, EnqueueResult, LeaseRef,
 };
@@ -352,7 +353,11 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
     while let Some(r) = pipelines.join_next().await {
         r??;
     }
-    let c = store.counts(Some(FINISHED_KIND)).await?;
+    let c = store
+        .counts(CountsParams {
+            kind: Some(FINISHED_KIND.to_string()),
+        })
+        .await?;
     if c.succeeded as usize != n || c.total() as usize != n {
         bail!("prefill: expected {n} succeeded tasks, found {c:?}");
     }
@@ -437,7 +442,12 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let finished = t0.elapsed();
-    let succeeded = store.counts(Some(KIND)).await?.succeeded as usize;
+    let succeeded = store
+        .counts(CountsParams {
+            kind: Some(KIND.to_string()),
+        })
+        .await?
+        .succeeded as usize;
     if succeeded != a.tasks {
         bail!("{succeeded} of {} tasks succeeded", a.tasks);
     }

@@ -3,6 +3,7 @@
 use super::{Ctx, print_json};
 use anyhow::Result;
 use backstop_core::store::{BacklogParams, ListParams};
+use backstop_core::store::{BeatsParams, CountsParams};
 use backstop_core::{Clock, Status, Store, SystemClock};
 use backstop_engine::reconciler::nodes::{NODE_PREFIX, NodeBeat};
 use backstop_engine::reconciler::overdue::{Overdue, judge};
@@ -90,7 +91,9 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
     let now = SystemClock.now();
     let mut problems = Vec::new();
     let pass = store
-        .beats(RECONCILER_BEAT)
+        .beats(BeatsParams {
+            prefix: RECONCILER_BEAT.to_string(),
+        })
         .await?
         .into_iter()
         .find(|b| b.name == RECONCILER_BEAT);
@@ -117,7 +120,9 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
     }
     let fresh = now - SignedDuration::try_from(opts.node_beat)? * 3;
     let nodes: Vec<NodeBeat> = store
-        .beats(NODE_PREFIX)
+        .beats(BeatsParams {
+            prefix: NODE_PREFIX.to_string(),
+        })
         .await?
         .iter()
         .filter(|b| b.at >= fresh)
@@ -156,7 +161,12 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
     let mut kinds = Vec::new();
     for k in names {
         let b = backlog.iter().find(|b| b.kind == k);
-        let dead = store.counts(Some(&k)).await?.get(Status::Failed);
+        let dead = store
+            .counts(CountsParams {
+                kind: Some(k.clone()),
+            })
+            .await?
+            .get(Status::Failed);
         // Dead letters wait for a person: that is what doctor is for.
         if dead > 0 {
             problems.push(format!(

@@ -5,6 +5,7 @@ use crate::cli::EnqueueArgs;
 use anyhow::{Context, Result};
 use backstop::EnqueueRequest;
 use backstop::view::TaskView;
+use backstop_core::store::GetParams;
 use std::collections::HashMap;
 
 pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> Result<()> {
@@ -34,7 +35,10 @@ pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> Result<()> {
     let engine = ctx.engine(store.clone())?;
     let r = engine.enqueue(req).await?;
     if a.json {
-        let t = store.get(r.id).await?.context("the task vanished")?;
+        let t = store
+            .get(GetParams { id: r.id })
+            .await?
+            .context("the task vanished")?;
         let mut v = serde_json::to_value(TaskView::new(&t, None))?;
         v["created"] = r.created.into();
         print_json(&v)

@@ -5,6 +5,7 @@ use crate::cli::{ListArgs, TasksCommand};
 use anyhow::{Result, bail};
 use backstop::view::{TaskView, task_detail, task_line};
 use backstop_core::store::ListParams;
+use backstop_core::store::{GetParams, TimelineParams};
 
 pub async fn run(ctx: &Ctx, c: TasksCommand) -> Result<()> {
     match c {
@@ -55,10 +56,10 @@ pub fn nothing_listed(what: &str, kind: Option<&str>, status: Option<backstop::S
 async fn show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
     let id = task_id(id)?;
     let store = ctx.store().await?;
-    let Some(t) = store.get(id).await? else {
+    let Some(t) = store.get(GetParams { id }).await? else {
         bail!("no task with id {id}");
     };
-    let events = store.timeline(id).await?;
+    let events = store.timeline(TimelineParams { id }).await?;
     if json {
         print_json(&TaskView::new(&t, Some(&events)))
     } else {

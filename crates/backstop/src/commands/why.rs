@@ -3,17 +3,20 @@
 use super::{Ctx, task_id};
 use anyhow::{Result, bail};
 use backstop_core::Clock;
+use backstop_core::store::{BeatsParams, GetParams, TimelineParams};
 use backstop_engine::reconciler::{PassReport, RECONCILER_BEAT};
 
 pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
     let id = task_id(id)?;
     let store = ctx.store().await?;
-    let Some(t) = store.get(id).await? else {
+    let Some(t) = store.get(GetParams { id }).await? else {
         bail!("no task with id {id}");
     };
-    let timeline = store.timeline(id).await?;
+    let timeline = store.timeline(TimelineParams { id }).await?;
     let last_pass = store
-        .beats(RECONCILER_BEAT)
+        .beats(BeatsParams {
+            prefix: RECONCILER_BEAT.to_string(),
+        })
         .await?
         .into_iter()
         .find(|b| b.name == RECONCILER_BEAT)

@@ -11,7 +11,9 @@ use crate::common::db::{Server, TestDb};
 use crate::common::*;
 use backstop::{Engine, EnqueueRequest, EventType, KindConfig, Status, Store, Target, TaskId};
 use backstop_core::AttemptOutcome;
+use backstop_core::store::CountsParams;
 use backstop_core::store::ListParams;
+use backstop_core::store::TimelineParams;
 use rand::Rng;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -167,7 +169,12 @@ pub async fn sigkill_one_of_three_loses_nothing(server: Server) {
     wait_for(Duration::from_secs(120), "every task to succeed", || {
         let store = store2.clone();
         async move {
-            let c = store.counts(Some(KIND)).await.unwrap();
+            let c = store
+                .counts(CountsParams {
+                    kind: Some(KIND.to_string()),
+                })
+                .await
+                .unwrap();
             (c.succeeded as usize == TASKS).then_some(())
         }
     })
@@ -181,7 +188,7 @@ pub async fn sigkill_one_of_three_loses_nothing(server: Server) {
     }
 
     // Nothing lost, nothing invented.
-    let counts = store.counts(None).await.unwrap();
+    let counts = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!(
         counts.total() as usize,
         TASKS,
@@ -244,7 +251,12 @@ pub async fn sigkill_one_of_three_loses_nothing(server: Server) {
 
     // The killed process's leases were rescued, by the leader.
     for id in &stranded {
-        let events = store.timeline(id.parse().unwrap()).await.unwrap();
+        let events = store
+            .timeline(TimelineParams {
+                id: id.parse().unwrap(),
+            })
+            .await
+            .unwrap();
         assert!(
             events.iter().any(|e| e.kind == EventType::Attempt
                 && e.outcome == Some(AttemptOutcome::LeaseExpired)

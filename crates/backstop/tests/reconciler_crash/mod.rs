@@ -7,6 +7,7 @@ use crate::common::db::{Server, TestDb};
 use crate::common::*;
 use backstop::{Status, Store, TaskId};
 use backstop_core::store::{ClaimParams, EnqueueParams};
+use backstop_core::store::{CountsParams, GetParams, TimelineParams};
 use backstop_core::{AttemptOutcome, EventType, NewTask};
 use jiff::{SignedDuration, Timestamp};
 use std::collections::HashSet;
@@ -35,7 +36,13 @@ fn rescued_in(log: &str) -> HashSet<String> {
 }
 
 async fn pending(store: &Arc<dyn Store>) -> usize {
-    store.counts(Some(KIND)).await.unwrap().pending as usize
+    store
+        .counts(CountsParams {
+            kind: Some(KIND.to_string()),
+        })
+        .await
+        .unwrap()
+        .pending as usize
 }
 
 pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server) {
@@ -121,14 +128,19 @@ pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server
     assert!(!by_b.is_empty(), "the second leader finished the work");
     assert!(by_a.len() + by_b.len() <= TASKS);
     assert!(by_a.is_disjoint(&by_b), "no task rescued by both leaders");
-    let c = store.counts(Some(KIND)).await.unwrap();
+    let c = store
+        .counts(CountsParams {
+            kind: Some(KIND.to_string()),
+        })
+        .await
+        .unwrap();
     assert_eq!((c.pending as usize, c.running), (TASKS, 0));
     // Each timeline (a spread sample) holds exactly one lost attempt, by the vanished worker.
     for id in ids.iter().step_by(TASKS / 200) {
-        let t = store.get(*id).await.unwrap().unwrap();
+        let t = store.get(GetParams { id: *id }).await.unwrap().unwrap();
         assert_eq!((t.status, t.attempts), (Status::Pending, 1), "{id}");
         let lost: Vec<_> = store
-            .timeline(*id)
+            .timeline(TimelineParams { id: *id })
             .await
             .unwrap()
             .into_iter()
