@@ -99,7 +99,7 @@ impl Ledger for StoreLedger {
             .as_deref()
             .map(|c| {
                 c.parse::<TaskId>()
-                    .map_err(|e| StoreError::Database(format!("bad scan cursor {c:?}: {e}")))
+                    .map_err(|e| StoreError::Database(format!("bad scan cursor {c:?}: {e}").into()))
             })
             .transpose()?;
         let tasks = self

@@ -139,8 +139,8 @@ impl From<StoreError> for Problem {
                 p.existing_id = Some(existing.to_string());
                 p
             }
-            StoreError::Unavailable(_) => Problem::unavailable(&e),
-            _ => Problem::internal(&e),
+            StoreError::Unavailable(_) => Problem::unavailable(&e.detail()),
+            _ => Problem::internal(&e.detail()),
         }
     }
 }

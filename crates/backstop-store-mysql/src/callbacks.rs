@@ -13,6 +13,7 @@ use crate::row::{col, from_ms, id_bytes, parse_id, text, to_ms};
 use crate::tx::{Fail, Retry, db_err, transaction};
 use backstop_core::callback::{UnknownVerdict, changed_payload_reason};
 use backstop_core::idempotency::same_payload;
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, Callbacks};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
@@ -162,12 +163,12 @@ fn record_row(r: &MySqlRow) -> Result<CallbackRecord, StoreError> {
         received_at: from_ms(col(r, "received_at")?),
         verdict: verdict
             .parse()
-            .map_err(|e: UnknownVerdict| StoreError::Database(e.to_string()))?,
+            .map_err(|e: UnknownVerdict| StoreError::Database(Cause::new(e)))?,
         reason: col(r, "reason")?,
         event_id: event_id
             .map(|b| {
                 String::from_utf8(b)
-                    .map_err(|e| StoreError::Database(format!("event_id is not UTF-8: {e}")))
+                    .map_err(|e| StoreError::Database(format!("event_id is not UTF-8: {e}").into()))
             })
             .transpose()?,
         task_id: task_id.as_deref().map(parse_id).transpose()?,

@@ -3,6 +3,7 @@
 
 use crate::tables::{DEFAULT_PREFIX, check_prefix};
 use backstop_core::StoreError;
+use backstop_core::store::Cause;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor};
 use std::str::FromStr;
@@ -37,10 +38,9 @@ impl MysqlOptions {
             .strip_prefix("mysql://")
             .or_else(|| url.strip_prefix("mariadb://"))
             .ok_or_else(|| {
-                StoreError::Open(format!(
-                    "{}: expected a mysql:// or mariadb:// URL",
-                    redact(url)
-                ))
+                StoreError::Open(
+                    format!("{}: expected a mysql:// or mariadb:// URL", redact(url)).into(),
+                )
             })?;
         let (base, query) = match rest.split_once('?') {
             Some((b, q)) => (b, Some(q)),
@@ -48,10 +48,13 @@ impl MysqlOptions {
         };
         let database = base.split_once('/').map(|(_, d)| d).unwrap_or("");
         if database.is_empty() {
-            return Err(StoreError::Open(format!(
-                "{}: name the database, e.g. mysql://user@host:3306/backstop",
-                redact(url)
-            )));
+            return Err(StoreError::Open(
+                format!(
+                    "{}: name the database, e.g. mysql://user@host:3306/backstop",
+                    redact(url)
+                )
+                .into(),
+            ));
         }
         let mut opts = MysqlOptions {
             url: String::new(),
@@ -64,10 +67,13 @@ impl MysqlOptions {
                 Some(("prefix", p)) => opts.prefix = p.to_string(),
                 Some(("max_connections", n)) => {
                     opts.max_connections = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        StoreError::Open(format!(
-                            "{}: max_connections must be a positive integer, got {n:?}",
-                            redact(url)
-                        ))
+                        StoreError::Open(
+                            format!(
+                                "{}: max_connections must be a positive integer, got {n:?}",
+                                redact(url)
+                            )
+                            .into(),
+                        )
                     })?;
                 }
                 _ if pair.is_empty() => {}
@@ -110,7 +116,7 @@ const SESSION: [&str; 2] = [
 
 pub(crate) async fn open(opts: &MysqlOptions) -> Result<MySqlPool, StoreError> {
     let url = redact(&opts.url);
-    let open_err = |e: sqlx::Error| StoreError::Open(format!("{url}: {e}"));
+    let open_err = |e: sqlx::Error| StoreError::Open(Cause::with_context(&url, e));
     let connect = MySqlConnectOptions::from_str(&opts.url)
         .map_err(open_err)?
         .charset("utf8mb4")
@@ -127,7 +133,7 @@ pub(crate) async fn open(opts: &MysqlOptions) -> Result<MySqlPool, StoreError> {
         .await
         .map_err(open_err)?;
     let _ = first.close().await;
-    check_version(&version).map_err(|e| StoreError::Open(format!("{url}: {e}")))?;
+    check_version(&version).map_err(|e| StoreError::Open(format!("{url}: {e}").into()))?;
     let pool = MySqlPoolOptions::new()
         .max_connections(opts.max_connections.max(1))
         .min_connections(0)

@@ -76,7 +76,7 @@ fn decision_row(r: &MySqlRow) -> Result<EntityDecision, StoreError> {
         to: text(r, "to_state")?,
         answer: answer
             .parse()
-            .map_err(|e| StoreError::Database(format!("in the database: {e}")))?,
+            .map_err(|e| StoreError::Database(format!("in the database: {e}").into()))?,
         version: col(r, "version")?,
         at: from_ms(col(r, "at")?),
     })

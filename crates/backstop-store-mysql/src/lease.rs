@@ -6,6 +6,7 @@ use crate::row::{col, id_bytes, parse_id, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, db_err, transaction};
 use crate::{Db, MysqlStore};
+use backstop_core::store::Cause;
 use backstop_core::store::{
     BoxFuture, ClaimParams, ClaimedTask, CompleteParams, CompleteResult, HeartbeatParams, LeaseRef,
     Leases, ReleaseParams,
@@ -175,7 +176,7 @@ async fn release_held(
                 attempts_left: h.attempts < *max,
             },
         )
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
         let reason = (status == Status::Failed).then(|| {
             format!(
                 "attempts exhausted ({} of {max}); the last attempt was interrupted at shutdown",

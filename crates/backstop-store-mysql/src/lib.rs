@@ -93,7 +93,7 @@ impl MysqlStore {
             async move {
                 write
                     .await
-                    .map_err(|e| StoreError::Database(format!("group commit: {e}")))?
+                    .map_err(|e| StoreError::Database(Cause::with_context("group commit", e)))?
             }
         });
         tokio::spawn(run);

@@ -12,6 +12,7 @@ use crate::row::to_ms;
 use crate::tx::db_err;
 use crate::{Db, MysqlStore};
 use backstop_core::StoreError;
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, Migrations};
 use sqlx::MySqlConnection;
 use sqlx::pool::PoolConnection;
@@ -72,9 +73,9 @@ async fn run(db: &Db) -> Result<(), StoreError> {
     .await
     .map_err(db_err)?;
     if got != Some(1) {
-        return Err(StoreError::Open(format!(
-            "another process held the migration lock for {LOCK_WAIT_SECS} s"
-        )));
+        return Err(StoreError::Open(
+            format!("another process held the migration lock for {LOCK_WAIT_SECS} s").into(),
+        ));
     }
     let result = apply(db, &mut conn).await;
     release(&mut conn, prefix).await;
@@ -119,7 +120,12 @@ async fn apply(db: &Db, conn: &mut MySqlConnection) -> Result<(), StoreError> {
             sqlx::raw_sql(t.q(statement))
                 .execute(&mut *conn)
                 .await
-                .map_err(|e| StoreError::Open(format!("migration {version} ({name}): {e}")))?;
+                .map_err(|e| {
+                    StoreError::Open(Cause::with_context(
+                        format_args!("migration {version} ({name})"),
+                        e,
+                    ))
+                })?;
         }
         sqlx::query(t.q("INSERT INTO {schema} (version, name, applied_at) VALUES (?, ?, ?)"))
             .bind(version)

@@ -244,7 +244,7 @@ pub(crate) fn assemble(t: &MySqlRow, table: Vec<Event>) -> Result<Vec<Event>, St
 pub(crate) fn event(r: &MySqlRow) -> Result<Event, StoreError> {
     let kind: String = col(r, "type")?;
     let kind = EventType::parse(&kind)
-        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;
+        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}").into()))?;
     let mut e = Event::new(kind, from_ms(col(r, "at")?));
     e.attempt = col::<Option<i64>, _>(r, "attempt")?.map(|a| a as u32);
     e.outcome = col::<Option<String>, _>(r, "outcome")?

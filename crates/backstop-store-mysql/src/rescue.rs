@@ -8,6 +8,7 @@ use crate::row::{col, parse_id, text, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, transaction};
 use crate::{Db, MysqlStore};
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, ExpireParams, Rescue, RescueParams, Rescued};
 use backstop_core::{Status, StoreError, Transition, transition};
 use sqlx::MySqlConnection;
@@ -79,7 +80,7 @@ async fn rescue_locked(
                 attempts_left: h.attempts < max,
             },
         )
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
         rescued.push(Rescued {
             id: parse_id(&h.id)?,
             kind: text(r, "kind")?,
@@ -140,7 +141,7 @@ async fn expire(db: &Db, p: &ExpireParams) -> Result<u64, StoreError> {
     }
     let now = to_ms(p.now);
     let compensated = transition(Status::Pending, Transition::Expire)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
     transaction!(db, Retry::Locks, |conn| {
         expire_locked(db, conn, p, now, compensated).await
     })

@@ -20,9 +20,9 @@ pub(crate) fn id_bytes(id: &TaskId) -> &[u8] {
 }
 
 pub(crate) fn parse_id(b: &[u8]) -> Result<TaskId, StoreError> {
-    uuid::Uuid::from_slice(b)
-        .map(TaskId)
-        .map_err(|e| StoreError::Database(format!("bad task id {b:02x?} in the database: {e}")))
+    uuid::Uuid::from_slice(b).map(TaskId).map_err(|e| {
+        StoreError::Database(format!("bad task id {b:02x?} in the database: {e}").into())
+    })
 }
 
 /// The storage form of a status (see the `status` column in the migration).
@@ -40,7 +40,7 @@ pub(crate) fn parse_status(code: i64) -> Result<Status, StoreError> {
     Status::ALL
         .into_iter()
         .find(|s| i64::from(status_code(*s)) == code)
-        .ok_or_else(|| StoreError::Database(format!("bad status {code} in the database")))
+        .ok_or_else(|| StoreError::Database(format!("bad status {code} in the database").into()))
 }
 
 /// One column, or a [`StoreError`] naming it.
@@ -50,7 +50,7 @@ where
     I: ColumnIndex<MySqlRow> + std::fmt::Debug + Copy,
 {
     r.try_get(i)
-        .map_err(|e| StoreError::Database(format!("column {i:?}: {e}")))
+        .map_err(|e| StoreError::Database(format!("column {i:?}: {e}").into()))
 }
 
 /// A `VARBINARY` text column (`kind`, `key`): stored as bytes so that it compares byte for
@@ -60,7 +60,7 @@ where
     I: ColumnIndex<MySqlRow> + std::fmt::Debug + Copy,
 {
     String::from_utf8(col::<Vec<u8>, I>(r, i)?)
-        .map_err(|e| StoreError::Database(format!("column {i:?} is not UTF-8: {e}")))
+        .map_err(|e| StoreError::Database(format!("column {i:?} is not UTF-8: {e}").into()))
 }
 
 /// An optional time column.

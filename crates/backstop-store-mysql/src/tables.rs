@@ -15,18 +15,22 @@ pub const MAX_PREFIX_LEN: usize = 40;
 /// Checks that `prefix` can be pasted into SQL as part of an unquoted identifier.
 pub(crate) fn check_prefix(prefix: &str) -> Result<(), StoreError> {
     if prefix.len() > MAX_PREFIX_LEN {
-        return Err(StoreError::Open(format!(
-            "table prefix {prefix:?} is {} bytes; the limit is {MAX_PREFIX_LEN}",
-            prefix.len()
-        )));
+        return Err(StoreError::Open(
+            format!(
+                "table prefix {prefix:?} is {} bytes; the limit is {MAX_PREFIX_LEN}",
+                prefix.len()
+            )
+            .into(),
+        ));
     }
     if !prefix
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_')
     {
-        return Err(StoreError::Open(format!(
-            "table prefix {prefix:?} may contain only ASCII letters, digits and '_'"
-        )));
+        return Err(StoreError::Open(
+            format!("table prefix {prefix:?} may contain only ASCII letters, digits and '_'")
+                .into(),
+        ));
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! work is safe to repeat because the transaction was rolled back whole.
 
 use backstop_core::StoreError;
+use backstop_core::store::Cause;
 use std::time::Duration;
 
 /// How often a transaction is tried in all.
@@ -46,14 +47,17 @@ pub(crate) enum Retry {
 
 /// The store's form of a database error.
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    match &e {
-        sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
+    if matches!(e, sqlx::Error::PoolTimedOut) {
+        // The driver's error says only that it timed out: this says what that means.
+        StoreError::Unavailable(Cause::msg(format!(
             "no connection to the server within {} s (it does not answer, or every \
              connection of the pool is busy)",
             crate::connect::ACQUIRE_TIMEOUT.as_secs()
-        )),
-        e if is_unavailable(e) => StoreError::Unavailable(e.to_string()),
-        e => StoreError::Database(e.to_string()),
+        )))
+    } else if is_unavailable(&e) {
+        StoreError::Unavailable(Cause::new(e))
+    } else {
+        StoreError::Database(Cause::new(e))
     }
 }
 

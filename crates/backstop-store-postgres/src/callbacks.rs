@@ -9,6 +9,7 @@ use crate::row::{col, time};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::callback::{UnknownVerdict, changed_payload_reason};
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, Callbacks};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
@@ -142,7 +143,7 @@ fn record_row(r: &PgRow) -> Result<CallbackRecord, StoreError> {
         received_at: time(r, "received_at")?,
         verdict: verdict
             .parse()
-            .map_err(|e: UnknownVerdict| StoreError::Database(e.to_string()))?,
+            .map_err(|e: UnknownVerdict| StoreError::Database(Cause::new(e)))?,
         reason: col(r, "reason")?,
         event_id: col(r, "event_id")?,
         task_id: col::<Option<Id>>(r, "task_id")?.map(|Id(id)| id),

@@ -3,6 +3,7 @@
 
 use crate::schema::Schema;
 use backstop_core::StoreError;
+use backstop_core::store::Cause;
 use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::str::FromStr;
@@ -62,9 +63,9 @@ impl PostgresOptions {
                 Some(("schema", name)) => opts.schema = name.to_string(),
                 Some(("max_connections", n)) => {
                     opts.max_connections = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        StoreError::Open(format!(
-                            "max_connections={n}: expected a whole number above 0"
-                        ))
+                        StoreError::Open(
+                            format!("max_connections={n}: expected a whole number above 0").into(),
+                        )
                     })?;
                 }
                 _ if pair.is_empty() => {}
@@ -83,7 +84,7 @@ impl PostgresOptions {
 pub(crate) async fn open(opts: &PostgresOptions) -> Result<PgPool, StoreError> {
     // The URL may hold a password: errors name only what the driver reports.
     let connect = PgConnectOptions::from_str(&opts.url)
-        .map_err(|e| StoreError::Open(format!("bad PostgreSQL URL: {e}")))?;
+        .map_err(|e| StoreError::Open(format!("bad PostgreSQL URL: {e}").into()))?;
     let connect = match connect.get_application_name() {
         Some(_) => connect,
         None => connect.application_name("backstop"),
@@ -101,14 +102,13 @@ pub(crate) async fn open(opts: &PostgresOptions) -> Result<PgPool, StoreError> {
     // One connection first, outside the pool: a wrong address, password or database fails
     // at once with the driver's reason ("connection refused"), where the pool would retry
     // until its acquire timeout and then say only that it timed out.
-    let open_err = |e: sqlx::Error| StoreError::Open(format!("{target}: {e}"));
+    let open_err = |e: sqlx::Error| StoreError::Open(Cause::with_context(&target, e));
     let first = tokio::time::timeout(ACQUIRE_TIMEOUT, connect.connect())
         .await
         .map_err(|_| {
-            StoreError::Open(format!(
-                "{target}: no answer within {} s",
-                ACQUIRE_TIMEOUT.as_secs()
-            ))
+            StoreError::Open(
+                format!("{target}: no answer within {} s", ACQUIRE_TIMEOUT.as_secs()).into(),
+            )
         })?
         .map_err(open_err)?;
     let _ = sqlx::Connection::close(first).await;

@@ -98,7 +98,7 @@ pub(crate) async fn enqueue_rows(
                 .ok()
                 .and_then(|k| taken.get(k))
                 .copied()
-                .ok_or_else(|| StoreError::Database(format!("bad position {ord}")))?;
+                .ok_or_else(|| StoreError::Database(format!("bad position {ord}").into()))?;
             let t = &tasks[i];
             results[i] = Some(if id == t.id {
                 // The same task sent again (a repeated request with the same id).
@@ -115,7 +115,9 @@ pub(crate) async fn enqueue_rows(
         .zip(tasks)
         .map(|(r, t)| {
             r.ok_or_else(|| {
-                StoreError::Database(format!("enqueued task {}/{} has no row", t.kind, t.key))
+                StoreError::Database(
+                    format!("enqueued task {}/{} has no row", t.kind, t.key).into(),
+                )
             })
         })
         .collect()

@@ -74,7 +74,7 @@ fn decision_row(r: &PgRow) -> Result<EntityDecision, StoreError> {
         to: col(r, "to_state")?,
         answer: answer
             .parse()
-            .map_err(|e| StoreError::Database(format!("in the database: {e}")))?,
+            .map_err(|e| StoreError::Database(format!("in the database: {e}").into()))?,
         version: col(r, "version")?,
         at: time(r, "at")?,
     })

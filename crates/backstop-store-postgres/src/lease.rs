@@ -10,6 +10,7 @@
 use crate::row::{col, count, duration_ms, opt_time};
 use crate::types::{Id, Time};
 use crate::{Db, PostgresStore, db_err};
+use backstop_core::store::Cause;
 use backstop_core::store::{
     BoxFuture, ClaimParams, ClaimedTask, CompleteParams, CompleteResult, HeartbeatParams, LeaseRef,
     Leases, ReleaseParams, Rescued,
@@ -182,7 +183,7 @@ impl<'a> Move<'a> {
         event_error: String,
     ) -> Result<Self, StoreError> {
         let status = transition(Status::Running, to(held.attempts < held.max_attempts))
-            .map_err(|e| StoreError::Database(e.to_string()))?;
+            .map_err(|e| StoreError::Database(Cause::new(e)))?;
         let failed = status == Status::Failed;
         Ok(Move {
             held,

@@ -89,7 +89,7 @@ impl PostgresStore {
             async move {
                 write
                     .await
-                    .map_err(|e| StoreError::Database(format!("group commit: {e}")))?
+                    .map_err(|e| StoreError::Database(Cause::with_context("group commit", e)))?
             }
         });
         tokio::spawn(run);
@@ -116,14 +116,17 @@ impl PostgresStore {
 }
 
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    match &e {
-        sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
+    if matches!(e, sqlx::Error::PoolTimedOut) {
+        // The driver's error says only that it timed out: this says what that means.
+        StoreError::Unavailable(Cause::msg(format!(
             "no connection to PostgreSQL within {} s (the server does not answer, or every \
              connection of the pool is busy)",
             connect::ACQUIRE_TIMEOUT.as_secs()
-        )),
-        e if is_unavailable(e) => StoreError::Unavailable(e.to_string()),
-        e => StoreError::Database(e.to_string()),
+        )))
+    } else if is_unavailable(&e) {
+        StoreError::Unavailable(Cause::new(e))
+    } else {
+        StoreError::Database(Cause::new(e))
     }
 }
 

@@ -248,7 +248,7 @@ fn http_status(s: Option<i32>) -> Option<u16> {
 pub(crate) fn event(r: &PgRow) -> Result<Event, StoreError> {
     let kind: &str = col(r, "type")?;
     let kind = EventType::parse(kind)
-        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;
+        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}").into()))?;
     let mut e = Event::new(kind, time(r, "at")?);
     e.attempt = col::<Option<i64>>(r, "attempt")?.and_then(|a| u32::try_from(a).ok());
     e.outcome = col::<Option<&str>>(r, "outcome")?.and_then(AttemptOutcome::parse);

@@ -8,6 +8,7 @@
 use crate::lease::{Move, end_attempts, held, owner};
 use crate::types::Time;
 use crate::{Db, PostgresStore, db_err};
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, ExpireParams, Rescue, RescueParams, Rescued};
 use backstop_core::{Status, StoreError, Transition, transition};
 
@@ -57,7 +58,7 @@ async fn expire(db: &Db, p: &ExpireParams) -> Result<u64, StoreError> {
         return Ok(0);
     }
     let compensated = transition(Status::Pending, Transition::Expire)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
     let done = sqlx::query(db.schema.sql(EXPIRE))
         .bind(Time(p.now))
         .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))

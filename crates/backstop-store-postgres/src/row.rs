@@ -12,7 +12,7 @@ where
     T: Decode<'r, Postgres> + Type<Postgres>,
 {
     r.try_get(name)
-        .map_err(|e| StoreError::Database(format!("column {name}: {e}")))
+        .map_err(|e| StoreError::Database(format!("column {name}: {e}").into()))
 }
 
 /// A time column.
@@ -28,14 +28,15 @@ pub(crate) fn opt_time(r: &PgRow, name: &str) -> Result<Option<Timestamp>, Store
 /// A count column (attempts, limits) as the domain's `u32`.
 pub(crate) fn count(r: &PgRow, name: &str) -> Result<u32, StoreError> {
     let n: i64 = col(r, name)?;
-    u32::try_from(n).map_err(|_| StoreError::Database(format!("{name} = {n} is out of range")))
+    u32::try_from(n)
+        .map_err(|_| StoreError::Database(format!("{name} = {n} is out of range").into()))
 }
 
 /// A status column.
 pub(crate) fn status(r: &PgRow, name: &str) -> Result<Status, StoreError> {
     let s: &str = col(r, name)?;
     s.parse()
-        .map_err(|e| StoreError::Database(format!("in the database: {e}")))
+        .map_err(|e| StoreError::Database(format!("in the database: {e}").into()))
 }
 
 /// Whole milliseconds from `start` to `end`, each first cut to the millisecond (as the SQLite

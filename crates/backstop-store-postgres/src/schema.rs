@@ -26,10 +26,13 @@ impl Schema {
             .next()
             .is_some_and(|b| b.is_ascii_lowercase() || b == b'_');
         if !(plain && starts_well && name.len() <= MAX_LEN && !name.starts_with("pg_")) {
-            return Err(StoreError::Open(format!(
-                "schema {name:?}: use 1 to {MAX_LEN} lower-case letters, digits and _ \
+            return Err(StoreError::Open(
+                format!(
+                    "schema {name:?}: use 1 to {MAX_LEN} lower-case letters, digits and _ \
                  (not starting with a digit or pg_)"
-            )));
+                )
+                .into(),
+            ));
         }
         Ok(Schema {
             name: name.to_string(),

@@ -8,6 +8,7 @@ use crate::raw::{Db, Stmt, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id};
 use backstop_core::callback::changed_payload_reason;
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, Callbacks, EnqueueResult};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
@@ -159,7 +160,7 @@ fn record_row(r: &SqliteRow) -> Result<CallbackRecord, StoreError> {
         verdict: verdict
             .parse()
             .map_err(|e: backstop_core::callback::UnknownVerdict| {
-                StoreError::Database(e.to_string())
+                StoreError::Database(Cause::new(e))
             })?,
         reason: r.get("reason"),
         event_id: r.get("event_id"),

@@ -1,6 +1,7 @@
 //! Opening the database file: one writer connection and a pool of readers, both in WAL mode.
 
 use backstop_core::StoreError;
+use backstop_core::store::Cause;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -58,9 +59,12 @@ impl SqliteOptions {
             None => (rest, None),
         };
         if path.is_empty() || path == ":memory:" {
-            return Err(StoreError::Open(format!(
-                "{url:?}: give a file path (an in-memory database cannot hold a durable ledger)"
-            )));
+            return Err(StoreError::Open(
+                format!(
+                    "{url:?}: give a file path (an in-memory database cannot hold a durable ledger)"
+                )
+                .into(),
+            ));
         }
         let mut opts = SqliteOptions::new(path);
         for pair in query.into_iter().flat_map(|q| q.split('&')) {
@@ -70,16 +74,22 @@ impl SqliteOptions {
                 Some(("max_page_count", n)) => {
                     opts.max_page_count =
                         Some(n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                            StoreError::Open(format!(
-                                "{url:?}: max_page_count={n}: expected a whole number above 0"
-                            ))
+                            StoreError::Open(
+                                format!(
+                                    "{url:?}: max_page_count={n}: expected a whole number above 0"
+                                )
+                                .into(),
+                            )
                         })?);
                 }
                 _ => {
-                    return Err(StoreError::Open(format!(
-                        "{url:?}: unknown option {pair:?} (known: durability=full|normal, \
+                    return Err(StoreError::Open(
+                        format!(
+                            "{url:?}: unknown option {pair:?} (known: durability=full|normal, \
                          max_page_count=N)"
-                    )));
+                        )
+                        .into(),
+                    ));
                 }
             }
         }
@@ -110,7 +120,7 @@ fn base(opts: &SqliteOptions) -> Result<SqliteConnectOptions, StoreError> {
 }
 
 fn open_err(opts: &SqliteOptions, e: sqlx::Error) -> StoreError {
-    StoreError::Open(format!("{}: {e}", opts.path.display()))
+    StoreError::Open(Cause::with_context(opts.path.display(), e))
 }
 
 /// Opens the writer connection (creating the file if needed), with the page limit `max_pages`

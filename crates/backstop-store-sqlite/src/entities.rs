@@ -172,7 +172,7 @@ pub(crate) async fn entity(
                 to: r.get("to_state"),
                 answer: answer
                     .parse()
-                    .map_err(|e| StoreError::Database(format!("in the database: {e}")))?,
+                    .map_err(|e| StoreError::Database(format!("in the database: {e}").into()))?,
                 version: r.get("version"),
                 at: from_ms(r.get("at")),
             })

@@ -7,6 +7,7 @@ use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, status_code};
+use backstop_core::store::Cause;
 use backstop_core::store::{
     BoxFuture, ClaimParams, ClaimedTask, CompleteParams, CompleteResult, HeartbeatParams, LeaseRef,
     Leases, ReleaseParams,
@@ -141,7 +142,7 @@ pub(crate) fn ended_move(
     let attempts: i64 = r.get("attempts");
     let max: i64 = r.get("max_attempts");
     let status = transition(Status::Running, to(attempts < max))
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
     let failed = status == Status::Failed;
     Ok((
         status,

@@ -147,8 +147,8 @@ pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
         .and_then(|d| d.code())
         .and_then(|c| c.parse::<i32>().ok());
     match code {
-        Some(rc) if is_unavailable(rc) => StoreError::Unavailable(e.to_string()),
-        _ => StoreError::Database(e.to_string()),
+        Some(rc) if is_unavailable(rc) => StoreError::Unavailable(Cause::new(e)),
+        _ => StoreError::Database(Cause::new(e)),
     }
 }
 

@@ -160,9 +160,9 @@ fn error(handle: NonNull<ffi::sqlite3>, rc: c_int) -> StoreError {
     let msg = unsafe { CStr::from_ptr(ffi::sqlite3_errmsg(handle.as_ptr())) };
     let msg = format!("{} (code {rc})", msg.to_string_lossy());
     if crate::is_unavailable(rc) {
-        StoreError::Unavailable(msg)
+        StoreError::Unavailable(msg.into())
     } else {
-        StoreError::Database(msg)
+        StoreError::Database(msg.into())
     }
 }
 
@@ -348,7 +348,7 @@ impl Row<'_> {
             }
         };
         std::str::from_utf8(bytes)
-            .map_err(|e| StoreError::Database(format!("text column {i} is not UTF-8: {e}")))
+            .map_err(|e| StoreError::Database(format!("text column {i} is not UTF-8: {e}").into()))
     }
 
     pub(crate) fn opt_text(&self, i: c_int) -> Result<Option<String>, StoreError> {

@@ -246,7 +246,7 @@ pub(crate) async fn timeline_on(
 fn event(r: &SqliteRow) -> Result<Event, StoreError> {
     let kind: String = r.get("type");
     let kind = EventType::parse(&kind)
-        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}")))?;
+        .ok_or_else(|| StoreError::Database(format!("unknown event type {kind:?}").into()))?;
     let mut e = Event::new(kind, from_ms(r.get("at")));
     e.attempt = r.get::<Option<i64>, _>("attempt").map(|a| a as u32);
     e.outcome = r

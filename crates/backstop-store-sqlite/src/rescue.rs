@@ -7,6 +7,7 @@ use crate::db_err;
 use crate::lease::{MOVE, end_attempts, ended_move};
 use crate::row::jiff_ms::to_ms;
 use crate::row::{parse_id, status_code};
+use backstop_core::store::Cause;
 use backstop_core::store::{BoxFuture, ExpireParams, Rescue, RescueParams, Rescued};
 use backstop_core::{Status, StoreError, Transition, transition};
 use serde_json::json;
@@ -94,7 +95,7 @@ fn moves_json(seqs: &[i64], to: Status, reason: Option<&str>) -> String {
 async fn expire(conn: &mut SqliteConnection, p: &ExpireParams) -> Result<u64, StoreError> {
     let now = to_ms(p.now);
     let compensated = transition(Status::Pending, Transition::Expire)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
     let seqs: Vec<i64> = sqlx::query_scalar(EXPIRE_PICK)
         .bind(now)

@@ -24,9 +24,9 @@ pub(crate) fn id_bytes(id: &TaskId) -> &[u8] {
 }
 
 pub(crate) fn parse_id(b: &[u8]) -> Result<TaskId, StoreError> {
-    uuid::Uuid::from_slice(b)
-        .map(TaskId)
-        .map_err(|e| StoreError::Database(format!("bad task id {b:02x?} in the database: {e}")))
+    uuid::Uuid::from_slice(b).map(TaskId).map_err(|e| {
+        StoreError::Database(format!("bad task id {b:02x?} in the database: {e}").into())
+    })
 }
 
 /// The storage form of a status (see the `status` column in the migration).
@@ -44,7 +44,7 @@ pub(crate) fn parse_status(code: i64) -> Result<Status, StoreError> {
     Status::ALL
         .into_iter()
         .find(|s| status_code(*s) == code)
-        .ok_or_else(|| StoreError::Database(format!("bad status {code} in the database")))
+        .ok_or_else(|| StoreError::Database(format!("bad status {code} in the database").into()))
 }
 
 /// The columns [`task`] reads, as a literal so queries stay `&'static str`.

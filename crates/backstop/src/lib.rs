@@ -99,10 +99,12 @@ pub async fn connect_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
             Some((store, feature)) => format!(
                 "{scheme}: URLs need the {store} store, which this build of backstop leaves out: \
                  enable the backstop crate's `{feature}` feature"
-            ),
+            )
+            .into(),
             None => format!(
                 "{url:?}: unknown database URL scheme (expected sqlite:, postgres: or mysql:)"
-            ),
+            )
+            .into(),
         })),
     }
 }

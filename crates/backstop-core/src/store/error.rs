@@ -1,6 +1,16 @@
 //! What a store can fail with.
+//!
+//! The variants about the database (`Open`, `Unavailable`, `Database`) say what failed; their
+//! [`Cause`], the error's `source()`, says why: the driver's error itself, kept whole (so a
+//! caller can downcast it), or a message where there is no underlying error. Displayed alone
+//! a `StoreError` shows only what failed; [`StoreError::detail`], like anyhow's `{:#}`, shows
+//! both.
 
 use crate::task::{Status, TaskId};
+use std::error::Error;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 
 /// What a store can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -31,8 +41,8 @@ pub enum StoreError {
         expected: &'static str,
     },
     /// The database could not be opened or migrated.
-    #[error("cannot open the database: {0}")]
-    Open(String),
+    #[error("cannot open the database")]
+    Open(#[source] Cause),
     /// The database is from a newer backstop.
     #[error("the database schema is version {found}, newer than this backstop knows ({known})")]
     SchemaTooNew {
@@ -43,20 +53,159 @@ pub enum StoreError {
     },
     /// The ledger cannot take the request now: the database is unreachable, full, read-only
     /// or locked by another process. The same request may succeed later; nothing was written.
-    #[error("the ledger is unavailable: {0}")]
-    Unavailable(String),
+    #[error("the ledger is unavailable")]
+    Unavailable(#[source] Cause),
     /// Any other database failure.
-    #[error("database error: {0}")]
-    Database(String),
+    #[error("database error")]
+    Database(#[source] Cause),
 }
 
 impl StoreError {
     /// The error again, for each caller that shares one failed write (a group commit): the
-    /// same variant when callers act on it (`Unavailable`), its message otherwise.
+    /// same variant with the same cause when it has one (`Open`, `Unavailable`,
+    /// `Database`), a `Database` error with its message otherwise.
     pub fn replicate(&self) -> StoreError {
         match self {
-            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-            e => StoreError::Database(e.to_string()),
+            StoreError::Open(c) => StoreError::Open(c.clone()),
+            StoreError::Unavailable(c) => StoreError::Unavailable(c.clone()),
+            StoreError::Database(c) => StoreError::Database(c.clone()),
+            e => StoreError::Database(Cause::msg(e.to_string())),
         }
+    }
+
+    /// What failed and why, as one line: the message, then its cause's after a colon (what
+    /// anyhow's `{:#}` prints). For texts users read, such as an HTTP problem's `detail`.
+    pub fn detail(&self) -> String {
+        match self.source() {
+            Some(cause) => format!("{self}: {cause}"),
+            None => self.to_string(),
+        }
+    }
+}
+
+/// Why a store operation failed: the underlying error (a driver's, an I/O error) or a
+/// message. Shared (`Arc`), so that one failed group commit gives every caller the same cause.
+///
+/// It displays the underlying error's message (after `context`, if one was given) and ends the
+/// source chain: drivers' messages already include their own causes, so walking further would
+/// print them twice. [`Cause::error`] gives the underlying error itself.
+#[derive(Clone)]
+pub struct Cause {
+    text: String,
+    error: Option<Arc<dyn Error + Send + Sync + 'static>>,
+}
+
+impl Cause {
+    /// The cause is `error`.
+    pub fn new(error: impl Error + Send + Sync + 'static) -> Self {
+        Cause {
+            text: error.to_string(),
+            error: Some(Arc::new(error)),
+        }
+    }
+
+    /// The cause is `error`, in `context` (what was being done, which database): displayed
+    /// as `context: error`.
+    pub fn with_context(
+        context: impl fmt::Display,
+        error: impl Error + Send + Sync + 'static,
+    ) -> Self {
+        Cause {
+            text: format!("{context}: {error}"),
+            error: Some(Arc::new(error)),
+        }
+    }
+
+    /// A cause that is only a message (no underlying error).
+    pub fn msg(text: impl Into<String>) -> Self {
+        Cause {
+            text: text.into(),
+            error: None,
+        }
+    }
+
+    /// The underlying error, if there is one (to downcast, e.g. to the driver's error type).
+    pub fn error(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+        self.error.as_deref()
+    }
+}
+
+/// The cause's message.
+impl Deref for Cause {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.error {
+            Some(e) => write!(f, "{:?} ({e:?})", self.text),
+            None => write!(f, "{:?}", self.text),
+        }
+    }
+}
+
+impl Error for Cause {}
+
+impl From<String> for Cause {
+    fn from(text: String) -> Self {
+        Cause::msg(text)
+    }
+}
+
+impl From<&str> for Cause {
+    fn from(text: &str) -> Self {
+        Cause::msg(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages of an error and its sources, as anyhow's `{:#}` joins them.
+    fn chain(e: &dyn Error) -> String {
+        let mut parts = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(s) = next {
+            parts.push(s.to_string());
+            next = s.source();
+        }
+        parts.join(": ")
+    }
+
+    #[test]
+    fn the_cause_is_kept_whole_and_printed_once() {
+        let e = StoreError::Database(Cause::new(std::io::Error::other("disk on fire")));
+        assert_eq!(e.to_string(), "database error");
+        assert_eq!(e.detail(), "database error: disk on fire");
+        assert_eq!(chain(&e), "database error: disk on fire");
+        let cause = e
+            .source()
+            .and_then(|s| s.downcast_ref::<Cause>())
+            .expect("a cause");
+        assert!(cause.error().is_some_and(|d| d.is::<std::io::Error>()));
+    }
+
+    #[test]
+    fn a_replicated_error_keeps_its_variant_and_cause() {
+        let e = StoreError::Unavailable(Cause::with_context("x.db", std::io::Error::other("full")));
+        let r = e.replicate();
+        assert!(matches!(r, StoreError::Unavailable(_)));
+        assert_eq!(r.detail(), "the ledger is unavailable: x.db: full");
+        let other = StoreError::NotFound(TaskId(uuid::Uuid::nil())).replicate();
+        assert_eq!(
+            other.detail(),
+            "database error: no task with id 00000000-0000-0000-0000-000000000000"
+        );
     }
 }

@@ -50,7 +50,7 @@ pub use cluster::{
 };
 pub use enqueue::{Enqueue, EnqueueParams, EnqueueResult};
 pub use entities::{Entities, EntityHistory, EntityParams, TransitionOutcome, TransitionParams};
-pub use error::StoreError;
+pub use error::{Cause, StoreError};
 pub use lease::{
     ClaimParams, ClaimedTask, CompleteParams, CompleteResult, Completion, HeartbeatParams,
     LeaseRef, Leases, ReleaseParams, StartParams, StartTask,

@@ -54,7 +54,10 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> 
         |detail: String| Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not-ready", detail);
     match tokio::time::timeout(READY_DEADLINE, probe).await {
         Ok(Ok(Ok(()))) => Ok(Json(Health { status: "ok" })),
-        Ok(Ok(Err(e))) => Err(not_ready(format!("the ledger cannot take writes: {e}"))),
+        Ok(Ok(Err(e))) => Err(not_ready(format!(
+            "the ledger cannot take writes: {}",
+            e.detail()
+        ))),
         Ok(Err(e)) => Err(not_ready(format!("the write probe failed: {e}"))),
         Err(_) => Err(not_ready(format!(
             "the ledger did not answer a write probe within {} s",

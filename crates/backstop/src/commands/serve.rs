@@ -90,8 +90,9 @@ async fn check_writable(ctx: &Ctx, store: &dyn Store) -> Result<()> {
     match tokio::time::timeout(START_WRITE_CHECK, store.check_writable()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => bail!(
-            "database {}: not serving, the ledger cannot take writes: {e}",
-            ctx.database
+            "database {}: not serving, the ledger cannot take writes: {}",
+            ctx.database,
+            e.detail()
         ),
         Err(_) => bail!(
             "database {}: not serving, the ledger did not take a write within {} s",
