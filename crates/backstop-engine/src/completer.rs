@@ -9,9 +9,11 @@
 //! and counted: an outcome rejected as stale (its lease was lost and the task rescued) made
 //! no dead letter, whatever the attempt saw.
 
-use crate::engine::Shared;
+use crate::context::{AlertHub, Context};
+use crate::options::EngineOptions;
 use backstop_core::clock::add;
 use backstop_core::store::{CompleteParams, Completion, LeaseRef, StartParams, StartTask};
+use backstop_core::{Clock, Store};
 use jiff::Timestamp;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -54,57 +56,79 @@ pub(crate) struct DeadLetter {
     pub(crate) reason: String,
 }
 
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    mut rx: mpsc::Receiver<Write>,
+/// The loop that writes outcomes and starts, with what it uses.
+pub(crate) struct Completer {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+    alerts: AlertHub,
+    /// Most outcomes one write records.
     batch: usize,
-    stop: watch::Receiver<bool>,
+    /// How long a failing write is retried after shutdown is asked.
     grace: Duration,
-) {
-    let mut give_up_at: Option<Instant> = None;
-    let mut buf = Vec::with_capacity(batch);
-    let mut outcomes: Vec<Finished> = Vec::with_capacity(batch);
-    let mut starts: Vec<StartRequest> = Vec::new();
-    while rx.recv_many(&mut buf, batch).await > 0 {
-        for w in buf.drain(..) {
-            outcomes.extend(w.outcome);
-            starts.extend(w.start);
+}
+
+impl Completer {
+    pub(crate) fn new(ctx: &Context, opts: &EngineOptions) -> Self {
+        Completer {
+            store: ctx.store.clone(),
+            clock: ctx.clock.clone(),
+            owner: ctx.owner.clone(),
+            alerts: ctx.alerts.clone(),
+            batch: opts.complete_batch,
+            grace: opts.grace,
         }
-        let mut wait = Duration::from_millis(50);
-        loop {
-            let now = shared.clock.now();
-            let p = CompleteParams {
-                completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
-                starts: start_params(&shared.owner, &starts, now),
-                now,
-            };
-            match shared.store.complete(p).await {
-                Ok(r) => {
-                    crate::metrics::stale(r.stale.len());
-                    for s in &r.stale {
-                        tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
-                    }
-                    announce(&shared, &outcomes, &r.stale);
-                    answer(std::mem::take(&mut starts), &r.not_started);
-                    break;
-                }
-                Err(e) => {
-                    if *stop.borrow() {
-                        let deadline = *give_up_at.get_or_insert_with(|| Instant::now() + grace);
-                        if Instant::now() >= deadline {
-                            tracing::error!(error = %e, count = outcomes.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
-                            // Unanswered: the dispatchers do not run what may not have started.
-                            starts.clear();
-                            break;
+    }
+
+    /// Writes what arrives on `rx` until every sender is gone.
+    pub(crate) async fn run(self, mut rx: mpsc::Receiver<Write>, stop: watch::Receiver<bool>) {
+        let (batch, grace) = (self.batch, self.grace);
+        let mut give_up_at: Option<Instant> = None;
+        let mut buf = Vec::with_capacity(batch);
+        let mut outcomes: Vec<Finished> = Vec::with_capacity(batch);
+        let mut starts: Vec<StartRequest> = Vec::new();
+        while rx.recv_many(&mut buf, batch).await > 0 {
+            for w in buf.drain(..) {
+                outcomes.extend(w.outcome);
+                starts.extend(w.start);
+            }
+            let mut wait = Duration::from_millis(50);
+            loop {
+                let now = self.clock.now();
+                let p = CompleteParams {
+                    completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
+                    starts: start_params(&self.owner, &starts, now),
+                    now,
+                };
+                match self.store.complete(p).await {
+                    Ok(r) => {
+                        crate::metrics::stale(r.stale.len());
+                        for s in &r.stale {
+                            tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                         }
+                        announce(&self.alerts, &outcomes, &r.stale);
+                        answer(std::mem::take(&mut starts), &r.not_started);
+                        break;
                     }
-                    tracing::error!(error = %e, count = outcomes.len(), starts = starts.len(), "writing completions failed; retrying");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(5));
+                    Err(e) => {
+                        if *stop.borrow() {
+                            let deadline =
+                                *give_up_at.get_or_insert_with(|| Instant::now() + grace);
+                            if Instant::now() >= deadline {
+                                tracing::error!(error = %e, count = outcomes.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
+                                // Unanswered: the dispatchers do not run what may not have started.
+                                starts.clear();
+                                break;
+                            }
+                        }
+                        tracing::error!(error = %e, count = outcomes.len(), starts = starts.len(), "writing completions failed; retrying");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
                 }
             }
+            outcomes.clear();
         }
-        outcomes.clear();
     }
 }
 
@@ -145,7 +169,7 @@ fn answer(starts: Vec<StartRequest>, not_started: &[LeaseRef]) {
 }
 
 /// Announces the dead letters among outcomes just written, except those rejected as stale.
-fn announce(shared: &Shared, written: &[Finished], stale: &[LeaseRef]) {
+fn announce(alerts: &AlertHub, written: &[Finished], stale: &[LeaseRef]) {
     let stale: HashSet<&LeaseRef> = stale.iter().collect();
     for f in written {
         let Some(d) = &f.dead_letter else { continue };
@@ -157,6 +181,6 @@ fn announce(shared: &Shared, written: &[Finished], stale: &[LeaseRef]) {
             task = %lease.id, kind = %d.kind, error = %d.error, reason = %d.reason,
             "dead letter: the task failed and waits for a person (retry or resolve)"
         );
-        crate::alerts::dead_letter(&shared.alerts, &d.kind, lease.id, &d.error, &d.reason);
+        alerts.dead_letter(&d.kind, lease.id, &d.error, &d.reason);
     }
 }

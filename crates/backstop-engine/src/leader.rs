@@ -8,10 +8,11 @@
 //! monotonic clock, counted from before the renewal that granted it), so that two processes
 //! never run the duties at once while clocks agree within `leader_renew`.
 
-use crate::engine::Shared;
-use backstop_core::StoreError;
+use crate::context::Context;
+use crate::options::EngineOptions;
 use backstop_core::clock::add;
 use backstop_core::store::{Leadership, LeadershipParams, ResignParams};
+use backstop_core::{Clock, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -26,99 +27,118 @@ struct Standing {
     until: Option<Instant>,
 }
 
-/// Keeps trying to lead until `stop`; resigns on the way out.
-pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let opts = &shared.opts;
-    let (lease, renew) = (opts.leader_lease, opts.leader_renew);
-    let margin = margin(lease, renew);
-    crate::metrics::leader(SINGLETONS, false);
-    let mut me = Standing { until: None };
-    loop {
-        if let Some(until) = me.until
-            && Instant::now() + margin >= until
-        {
-            step_down(&shared, &mut me, "its lease could not be renewed in time");
-        }
-        let sent = Instant::now();
-        let now = shared.clock.now();
-        let ask = shared.store.acquire_leadership(LeadershipParams {
-            name: SINGLETONS.into(),
-            owner: shared.owner.clone(),
-            now,
-            until: add(now, lease),
-        });
-        // A call that hangs must not keep a leader past its lease.
-        let give_up = me.until.map_or(sent + lease, |u| u - margin);
-        let answer = tokio::select! {
-            a = timeout_at(give_up, ask) => a.unwrap_or_else(|_| {
-                Err(StoreError::Database("no answer in time".into()))
-            }),
-            _ = stop.changed() => break,
-        };
-        settle(&shared, &mut me, sent + lease, answer);
-        let mut next = Instant::now() + renew;
-        if let Some(until) = me.until {
-            next = next.min(until - margin);
-        }
-        tokio::select! {
-            _ = sleep_until(next) => {}
-            _ = stop.changed() => break,
+/// The leadership loop, with what it uses.
+pub(crate) struct Leader {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+    /// How long a granted lease lasts, and how often it is renewed.
+    lease: Duration,
+    renew: Duration,
+    /// Where this process's standing is announced to the singleton duties.
+    leading: watch::Sender<bool>,
+}
+
+impl Leader {
+    pub(crate) fn new(ctx: &Context, opts: &EngineOptions, leading: watch::Sender<bool>) -> Self {
+        Leader {
+            store: ctx.store.clone(),
+            clock: ctx.clock.clone(),
+            owner: ctx.owner.clone(),
+            lease: opts.leader_lease,
+            renew: opts.leader_renew,
+            leading,
         }
     }
-    if me.until.is_some() {
-        shared.leading.send_replace(false);
+
+    /// Keeps trying to lead until `stop`; resigns on the way out.
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
+        let (lease, renew) = (self.lease, self.renew);
+        let margin = margin(lease, renew);
         crate::metrics::leader(SINGLETONS, false);
-    }
-    // Also when not leading: an acquire cut short by the stop may have been granted. Bounded,
-    // so that an unreachable database does not hold up shutdown.
-    let resign = shared.store.resign_leadership(ResignParams {
-        name: SINGLETONS.into(),
-        owner: shared.owner.clone(),
-    });
-    match tokio::time::timeout(renew.max(Duration::from_secs(1)), resign).await {
-        Ok(Ok(true)) => tracing::info!(worker = %shared.owner, "resigned leadership"),
-        Ok(Ok(false)) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e,
-            "could not resign leadership; another process takes over when the lease runs out"),
-        Err(_) => tracing::warn!(
-            "no answer to resigning leadership; another process takes over when the lease runs out"
-        ),
-    }
-}
-
-/// Acts on one answer: `until` is when a lease granted by it runs out.
-fn settle(
-    shared: &Shared,
-    me: &mut Standing,
-    until: Instant,
-    answer: Result<Leadership, StoreError>,
-) {
-    match answer {
-        Ok(l) if l.held_by(&shared.owner) => {
-            if me.until.is_none() {
-                tracing::info!(worker = %shared.owner, since = %l.since, "became leader");
-                shared.leading.send_replace(true);
-                crate::metrics::leader(SINGLETONS, true);
+        let mut me = Standing { until: None };
+        loop {
+            if let Some(until) = me.until
+                && Instant::now() + margin >= until
+            {
+                self.step_down(&mut me, "its lease could not be renewed in time");
             }
-            me.until = Some(until);
-        }
-        Ok(l) => {
-            if me.until.is_some() {
-                let why = format!("{} holds it now", l.owner);
-                step_down(shared, me, &why);
+            let sent = Instant::now();
+            let now = self.clock.now();
+            let ask = self.store.acquire_leadership(LeadershipParams {
+                name: SINGLETONS.into(),
+                owner: self.owner.to_string(),
+                now,
+                until: add(now, lease),
+            });
+            // A call that hangs must not keep a leader past its lease.
+            let give_up = me.until.map_or(sent + lease, |u| u - margin);
+            let answer = tokio::select! {
+                a = timeout_at(give_up, ask) => a.unwrap_or_else(|_| {
+                    Err(StoreError::Database("no answer in time".into()))
+                }),
+                _ = stop.changed() => break,
+            };
+            self.settle(&mut me, sent + lease, answer);
+            let mut next = Instant::now() + renew;
+            if let Some(until) = me.until {
+                next = next.min(until - margin);
+            }
+            tokio::select! {
+                _ = sleep_until(next) => {}
+                _ = stop.changed() => break,
             }
         }
-        Err(e) => {
-            tracing::warn!(error = %e, leading = me.until.is_some(), "leadership renewal failed")
+        if me.until.is_some() {
+            self.leading.send_replace(false);
+            crate::metrics::leader(SINGLETONS, false);
+        }
+        // Also when not leading: an acquire cut short by the stop may have been granted.
+        // Bounded, so that an unreachable database does not hold up shutdown.
+        let resign = self.store.resign_leadership(ResignParams {
+            name: SINGLETONS.into(),
+            owner: self.owner.to_string(),
+        });
+        match tokio::time::timeout(renew.max(Duration::from_secs(1)), resign).await {
+            Ok(Ok(true)) => tracing::info!(worker = %self.owner, "resigned leadership"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e,
+                "could not resign leadership; another process takes over when the lease runs out"),
+            Err(_) => tracing::warn!(
+                "no answer to resigning leadership; another process takes over when the lease runs out"
+            ),
         }
     }
-}
 
-fn step_down(shared: &Shared, me: &mut Standing, why: &str) {
-    me.until = None;
-    shared.leading.send_replace(false);
-    crate::metrics::leader(SINGLETONS, false);
-    tracing::warn!(worker = %shared.owner, reason = why, "lost leadership");
+    /// Acts on one answer: `until` is when a lease granted by it runs out.
+    fn settle(&self, me: &mut Standing, until: Instant, answer: Result<Leadership, StoreError>) {
+        match answer {
+            Ok(l) if l.held_by(&self.owner) => {
+                if me.until.is_none() {
+                    tracing::info!(worker = %self.owner, since = %l.since, "became leader");
+                    self.leading.send_replace(true);
+                    crate::metrics::leader(SINGLETONS, true);
+                }
+                me.until = Some(until);
+            }
+            Ok(l) => {
+                if me.until.is_some() {
+                    let why = format!("{} holds it now", l.owner);
+                    self.step_down(me, &why);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, leading = me.until.is_some(), "leadership renewal failed")
+            }
+        }
+    }
+
+    fn step_down(&self, me: &mut Standing, why: &str) {
+        me.until = None;
+        self.leading.send_replace(false);
+        crate::metrics::leader(SINGLETONS, false);
+        tracing::warn!(worker = %self.owner, reason = why, "lost leadership");
+    }
 }
 
 /// Waits until this process leads or `stop`; false on stop.

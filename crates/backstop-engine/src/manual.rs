@@ -22,7 +22,7 @@ impl Engine {
     /// its kind's current `max_attempts` more attempts (the task's own limit when the kind is
     /// no longer configured).
     pub async fn retry(&self, r: ManualRequest) -> Result<Task, StoreError> {
-        let store = &self.shared.store;
+        let store = &self.ctx.store;
         let budget = match store.get(r.id).await? {
             Some(t) => self.kinds().get(&t.kind).map(|k| k.max_attempts),
             None => None,
@@ -32,12 +32,12 @@ impl Engine {
 
     /// A `failed` task to `compensated`, with the reason given.
     pub async fn resolve(&self, r: ManualRequest) -> Result<Task, StoreError> {
-        self.shared.store.resolve(self.manual(r, None)).await
+        self.ctx.store.resolve(self.manual(r, None)).await
     }
 
     /// A `pending` task to `compensated` with reason `canceled`.
     pub async fn cancel(&self, r: ManualRequest) -> Result<Task, StoreError> {
-        self.shared.store.cancel(self.manual(r, None)).await
+        self.ctx.store.cancel(self.manual(r, None)).await
     }
 
     fn manual(&self, r: ManualRequest, max_attempts: Option<u32>) -> ManualParams {
@@ -46,7 +46,7 @@ impl Engine {
             actor: r.actor,
             reason: r.reason,
             max_attempts,
-            now: self.shared.clock.now(),
+            now: self.ctx.clock.now(),
         }
     }
 }
