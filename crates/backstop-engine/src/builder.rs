@@ -1,7 +1,7 @@
 //! Building an engine: kinds, their handlers, machines, sources and options, checked once.
 
 use crate::alerts::AlertOptions;
-use crate::callbacks::CallbackSource;
+use crate::callbacks::source::CallbackSource;
 use crate::context::{AlertHub, Context, Kinds};
 use crate::engine::{Engine, Parts};
 use crate::error::EngineError;

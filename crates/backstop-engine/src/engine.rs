@@ -3,7 +3,7 @@
 //! (`supervisor.rs`); the loops it starts never see it, only the handles they are given.
 
 use crate::alerts::{self, AlertOptions};
-use crate::callbacks::CallbackSource;
+use crate::callbacks::source::CallbackSource;
 use crate::context::Context;
 use crate::enqueue::{self, EnqueueError, EnqueueRequest, Enqueued};
 use crate::executor::Executor;

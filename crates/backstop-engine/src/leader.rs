@@ -141,17 +141,6 @@ impl Leader {
     }
 }
 
-/// Waits until this process leads or `stop`; false on stop.
-pub(crate) async fn wait_to_lead(
-    leading: &mut watch::Receiver<bool>,
-    stop: &mut watch::Receiver<bool>,
-) -> bool {
-    tokio::select! {
-        r = leading.wait_for(|l| *l) => r.is_ok(),
-        _ = stop.changed() => false,
-    }
-}
-
 /// How long before its lease runs out a leader that could not renew steps down: one renewal
 /// period (at most half the lease), which also bounds the clock skew between processes that
 /// leadership tolerates.

@@ -23,6 +23,7 @@ mod heartbeat;
 mod held;
 mod inflight;
 pub mod leader;
+mod leading;
 pub mod lease_token;
 mod manual;
 pub mod metrics;

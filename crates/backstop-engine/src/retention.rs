@@ -51,7 +51,7 @@ pub(crate) async fn run(
         return;
     }
     loop {
-        if !crate::leader::wait_to_lead(&mut leading, &mut stop).await {
+        if !crate::leading::wait_to_lead(&mut leading, &mut stop).await {
             return;
         }
         pass(&*store, &*clock, &policy, &leading, &stop).await;

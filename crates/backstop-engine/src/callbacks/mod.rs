@@ -15,7 +15,7 @@
 //! leased by a worker), so a provider's request is answered in the time of one verification
 //! and one (group) commit.
 
-mod source;
+pub(crate) mod source;
 
 pub use source::{CallbackSource, DEFAULT_MAX_CALLBACK_BODY};
 

@@ -133,7 +133,7 @@ impl Reconciler {
         let mut leading = self.leading.clone();
         let mut previous: Option<Option<PassReport>> = None;
         loop {
-            if !crate::leader::wait_to_lead(&mut leading, &mut stop).await {
+            if !crate::leading::wait_to_lead(&mut leading, &mut stop).await {
                 return;
             }
             if previous.is_none() {
