@@ -184,3 +184,105 @@ fn announce(alerts: &AlertHub, written: &[Finished], stale: &[LeaseRef]) {
         alerts.dead_letter(&d.kind, lease.id, &d.error, &d.reason);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backstop_core::store::{ClaimParams, EnqueueParams};
+    use backstop_core::{AttemptOutcome, NewTask, Status, SystemClock, TaskId};
+    use backstop_store_sqlite::SqliteStore;
+
+    #[tokio::test]
+    async fn starts_a_held_task_and_writes_an_outcome_in_one_write_with_its_handles_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db").display().to_string();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let now = clock.now();
+        let tasks = (0..2)
+            .map(|i| NewTask {
+                id: TaskId::new(),
+                kind: "k".into(),
+                key: format!("t{i}"),
+                payload: b"{}".to_vec(),
+                max_attempts: 3,
+                run_at: now,
+                expires_at: None,
+                traceparent: None,
+            })
+            .collect();
+        store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
+        // One claimed and started, one only held.
+        let claimed = store
+            .claim(ClaimParams {
+                kind: "k".into(),
+                limit: 2,
+                start: 1,
+                owner: "me".into(),
+                now,
+                lease_until: add(now, Duration::from_secs(60)),
+                max_attempts: 3,
+            })
+            .await
+            .unwrap();
+        let (running, held) = match claimed[0].started {
+            true => (&claimed[0], &claimed[1]),
+            false => (&claimed[1], &claimed[0]),
+        };
+        let lease = |t: &backstop_core::store::ClaimedTask| LeaseRef {
+            id: t.id,
+            epoch: t.epoch,
+        };
+        let completer = Completer {
+            store: store.clone(),
+            clock: clock.clone(),
+            owner: "me".into(),
+            alerts: AlertHub::new(["k"].into_iter()),
+            batch: 16,
+            grace: Duration::from_secs(1),
+        };
+        let (tx, rx) = mpsc::channel(4);
+        let (_stop, stop) = watch::channel(false);
+        let run = tokio::spawn(completer.run(rx, stop));
+        let (answer, answered) = oneshot::channel();
+        let write = Write {
+            outcome: Some(Finished {
+                completion: Completion {
+                    lease: lease(running),
+                    attempt: running.attempt,
+                    status: Status::Succeeded,
+                    run_at: None,
+                    last_error: None,
+                    reason: None,
+                    outcome: AttemptOutcome::Succeeded,
+                    http_status: None,
+                    started_at: now,
+                    ended_at: now,
+                    worker: "me".into(),
+                },
+                dead_letter: None,
+            }),
+            start: Some(StartRequest {
+                tasks: vec![HeldStart {
+                    lease: lease(held),
+                    run_at: held.run_at,
+                    lease_for: Duration::from_secs(60),
+                }],
+                answer,
+            }),
+        };
+        tx.send(write).await.unwrap();
+        assert_eq!(
+            answered.await.unwrap(),
+            Vec::<LeaseRef>::new(),
+            "still held"
+        );
+        drop(tx);
+        run.await.unwrap();
+        let done = store.get(running.id).await.unwrap().unwrap();
+        assert_eq!(done.status, Status::Succeeded);
+        let started = store.get(held.id).await.unwrap().unwrap();
+        assert_eq!(started.status, Status::Running);
+        assert_eq!(started.attempts, 1);
+    }
+}

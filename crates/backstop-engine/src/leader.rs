@@ -147,3 +147,49 @@ impl Leader {
 fn margin(lease: Duration, renew: Duration) -> Duration {
     renew.min(lease / 2)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backstop_core::SystemClock;
+    use backstop_store_sqlite::SqliteStore;
+
+    /// A leader loop built from its handles alone: a store, a clock, a name and a watch.
+    fn leader(store: &Arc<dyn Store>, owner: &str, leading: watch::Sender<bool>) -> Leader {
+        Leader {
+            store: store.clone(),
+            clock: Arc::new(SystemClock),
+            owner: owner.into(),
+            lease: Duration::from_secs(5),
+            renew: Duration::from_millis(50),
+            leading,
+        }
+    }
+
+    #[tokio::test]
+    async fn leads_an_unled_ledger_and_resigns_on_stop_so_the_next_takes_over_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db").display().to_string();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let (stop, stopped) = watch::channel(false);
+        let a = watch::Sender::new(false);
+        let mut a_leads = a.subscribe();
+        let run = tokio::spawn(leader(&store, "a", a).run(stopped));
+        tokio::time::timeout(Duration::from_secs(5), a_leads.wait_for(|l| *l))
+            .await
+            .expect("a leads within its first renewal")
+            .unwrap();
+        stop.send(true).unwrap();
+        run.await.unwrap();
+        assert!(!*a_leads.borrow(), "a stopped leading when it stopped");
+        // Resigned, not left to lapse: b leads on its first try, long before a's lease ends.
+        let (_stop_b, stopped_b) = watch::channel(false);
+        let b = watch::Sender::new(false);
+        let mut b_leads = b.subscribe();
+        tokio::spawn(leader(&store, "b", b).run(stopped_b));
+        tokio::time::timeout(Duration::from_secs(2), b_leads.wait_for(|l| *l))
+            .await
+            .expect("b leads at once")
+            .unwrap();
+    }
+}

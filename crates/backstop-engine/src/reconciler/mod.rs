@@ -299,3 +299,79 @@ fn step(errors: &mut Vec<String>, what: &str, r: Result<u64, StoreError>) -> u64
         0
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backstop_core::clock::add;
+    use backstop_core::store::{ClaimParams, EnqueueParams};
+    use backstop_core::{KindConfig, ManualClock, NewTask, Status, Target};
+    use backstop_store_sqlite::SqliteStore;
+
+    #[tokio::test]
+    async fn a_pass_built_from_its_handles_rescues_an_expired_lease_and_raises_its_alert() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db").display().to_string();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let clock = Arc::new(ManualClock::new(Timestamp::now()));
+        let now = clock.now();
+        let task = NewTask {
+            id: TaskId::new(),
+            kind: "k".into(),
+            key: "a".into(),
+            payload: b"{}".to_vec(),
+            max_attempts: 3,
+            run_at: now,
+            expires_at: None,
+            traceparent: None,
+        };
+        let id = task.id;
+        store
+            .enqueue(EnqueueParams {
+                tasks: vec![task],
+                now,
+            })
+            .await
+            .unwrap();
+        store
+            .claim(ClaimParams {
+                kind: "k".into(),
+                limit: 1,
+                start: 1,
+                owner: "gone".into(),
+                now,
+                lease_until: add(now, Duration::from_secs(10)),
+                max_attempts: 3,
+            })
+            .await
+            .unwrap();
+        clock.advance(Duration::from_secs(11));
+        let alerts = AlertHub::new(["k"].into_iter());
+        let r = Reconciler {
+            store: store.clone(),
+            clock: clock.clone(),
+            owner: "me".into(),
+            kinds: Arc::new(Kinds::new(vec![KindConfig::new("k", Target::Pull)])),
+            alerts: alerts.clone(),
+            leading: watch::channel(true).1,
+            interval: Duration::from_secs(1),
+            overdue_after: Duration::from_secs(60),
+            backlog_alert: None,
+            audit_batch: 10,
+            node_beat: Duration::from_secs(5),
+        };
+        let report = r.pass(None).await;
+        assert_eq!(report.rescued, 1);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(
+            store.get(id).await.unwrap().unwrap().status,
+            Status::Pending
+        );
+        let raised = alerts.drain();
+        assert_eq!(raised.len(), 1);
+        assert_eq!(raised[0].name, AlertName::TaskRescued);
+        assert_eq!(raised[0].task, Some(id));
+        // The pass is on record for the next one (and for `backstop doctor`).
+        assert_eq!(r.last_pass().await.map(|p| p.rescued), Some(1));
+    }
+}
