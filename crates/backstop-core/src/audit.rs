@@ -66,7 +66,8 @@ pub struct Drift {
     pub detail: String,
 }
 
-/// Checks one task against its timeline (oldest first, as [`crate::Store::timeline`] gives it).
+/// Checks one task against its timeline (oldest first, as [`crate::store::Tasks::timeline`]
+/// gives it).
 pub fn audit(task: &Task, timeline: &[Event]) -> Vec<Drift> {
     let mut found = Vec::new();
     let mut drift = |rule: DriftRule, detail: String| {

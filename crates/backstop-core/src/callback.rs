@@ -2,9 +2,9 @@
 //! verdict, and for an accepted one the task it became.
 //!
 //! A verified callback is recorded and its task created in one transaction
-//! ([`Store::record_callback`](crate::Store::record_callback)), so that the provider is told
-//! "received" only once both are durable, and a resend of the same event (the same task
-//! `(kind, key)`) is recognised in that same transaction and creates nothing.
+//! ([`Callbacks::record_callback`](crate::store::Callbacks::record_callback)), so that the
+//! provider is told "received" only once both are durable, and a resend of the same event
+//! (the same task `(kind, key)`) is recognised in that same transaction and creates nothing.
 
 use crate::task::{NewTask, TaskId};
 use jiff::Timestamp;
@@ -126,7 +126,7 @@ pub struct RecordCallbackParams {
     pub check: CallbackCheck,
 }
 
-/// What [`Store::record_callback`](crate::Store::record_callback) did.
+/// What [`Callbacks::record_callback`](crate::store::Callbacks::record_callback) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordedCallback {
     /// The record's id.

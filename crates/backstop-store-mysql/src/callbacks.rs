@@ -4,12 +4,16 @@
 //! The task's `(kind, key)` is looked up first: found, the request is a duplicate; not found,
 //! the task is inserted. A concurrent callback of the same event that commits first makes the
 //! insert fail with a duplicate key; the transaction is then tried again and finds its row.
+//!
+//! The [`Callbacks`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{col, from_ms, id_bytes, parse_id, text, to_ms};
 use crate::tx::{Fail, Retry, db_err, transaction};
 use backstop_core::callback::{UnknownVerdict, changed_payload_reason};
 use backstop_core::idempotency::same_payload;
+use backstop_core::store::{BoxFuture, Callbacks};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
     RecordCallbackParams, RecordedCallback, StoreError,
@@ -29,6 +33,22 @@ const INSERT: &str = "INSERT INTO {callbacks} (id, source, received_at, verdict,
 
 const COLUMNS: &str = "SELECT id, source, received_at, verdict, reason, event_id, task_id, \
                        headers, body, body_len FROM {callbacks} WHERE source = ?";
+
+impl Callbacks for MysqlStore {
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        Box::pin(async move { record(&self.db, &p).await })
+    }
+
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        Box::pin(async move { list(&self.db, &p).await })
+    }
+}
 
 pub(crate) async fn record(
     db: &Db,

@@ -9,12 +9,17 @@
 //! the winner's row. (`INSERT IGNORE` would also turn a too-long value into a silent
 //! truncation, and `ON DUPLICATE KEY UPDATE` cannot tell a new row from an existing one when
 //! the driver asks for found rows, as sqlx does.)
+//!
+//! The [`Enqueue`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{col, id_bytes, parse_id, text, to_ms};
 use crate::shapes::{chunks, padded_lists, repeat};
 use crate::tx::{Fail, Retry, db_err, transaction, worth_another_try};
+use backstop_core::group_commit;
 use backstop_core::idempotency::same_payload;
+use backstop_core::store::{BoxFuture, Enqueue};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, StoreError, TaskId};
 use jiff::Timestamp;
@@ -44,6 +49,20 @@ type Known<'a> = HashMap<(String, String), (TaskId, Cow<'a, [u8]>)>;
 struct Row<'a> {
     task: &'a NewTask,
     created_at: i64,
+}
+
+/// Small batches join the group commit (concurrent callers share one statement); an empty
+/// or large one is written on its own.
+impl Enqueue for MysqlStore {
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
+        Box::pin(async move {
+            if p.tasks.is_empty() || p.tasks.len() > group_commit::SMALL {
+                enqueue(&self.db, &p).await
+            } else {
+                self.committer.submit(p).await
+            }
+        })
+    }
 }
 
 pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueResult>, StoreError> {

@@ -3,12 +3,16 @@
 //! one entity wait for one another and each decides on what the one before it committed; the
 //! decision is recorded whatever it is. Creating a new entity from many requests at once can
 //! deadlock InnoDB's insert locks; the loser is rolled back whole and tried again.
+//!
+//! The [`Entities`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{col, from_ms, text, to_ms};
 use crate::tx::{Fail, Retry, db_err, transaction};
 use backstop_core::StoreError;
 use backstop_core::entity::{self, Answer, Entity, EntityDecision};
+use backstop_core::store::{BoxFuture, Entities};
 use backstop_core::store::{EntityHistory, EntityParams, TransitionOutcome, TransitionParams};
 use sqlx::MySqlConnection;
 use sqlx::mysql::MySqlRow;
@@ -76,6 +80,19 @@ fn decision_row(r: &MySqlRow) -> Result<EntityDecision, StoreError> {
         version: col(r, "version")?,
         at: from_ms(col(r, "at")?),
     })
+}
+
+impl Entities for MysqlStore {
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move { transition(&self.db, &p).await })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entity(&self.db, &p).await })
+    }
 }
 
 pub(crate) async fn transition(

@@ -1,14 +1,36 @@
-//! Leases a worker holds: heartbeats extend them, release gives them back at shutdown.
+//! Leases a worker holds (the [`Leases`] impl; claim and complete run in `claim.rs` and
+//! `complete.rs`): heartbeats extend them, release gives them back at shutdown.
 
-use crate::Db;
 use crate::ended::{HELD_COLUMNS, Held, Move, move_rows, record_attempts};
 use crate::row::{col, id_bytes, parse_id, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, db_err, transaction};
-use backstop_core::store::{HeartbeatParams, LeaseRef, ReleaseParams};
+use crate::{Db, MysqlStore};
+use backstop_core::store::{
+    BoxFuture, ClaimParams, ClaimedTask, CompleteParams, CompleteResult, HeartbeatParams, LeaseRef,
+    Leases, ReleaseParams,
+};
 use backstop_core::{Status, StoreError, Transition, transition};
 use sqlx::MySqlConnection;
 use std::collections::HashSet;
+
+impl Leases for MysqlStore {
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        Box::pin(async move { crate::claim::claim(&self.db, &p).await })
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        Box::pin(async move { crate::complete::complete(&self.db, &p).await })
+    }
+
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move { heartbeat(&self.db, &p).await })
+    }
+
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { release(&self.db, &p).await })
+    }
+}
 
 /// One lease of a list, as an `OR` chain term over the unique `id` index.
 const LEASE: &str = "(id = ? AND epoch = ?)";
@@ -37,7 +59,7 @@ const RELEASE_HELD: &str = "UPDATE {tasks} SET lease_owner = NULL, lease_until =
 /// was lost. Otherwise a read says which are held. A lease matched then is matched by the
 /// update too (an epoch never comes back), so the only race reports a lease lost just after
 /// it was extended — which it is.
-pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
+async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
     let distinct: Vec<LeaseRef> = {
         let mut seen = HashSet::new();
         p.leases
@@ -88,7 +110,7 @@ pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseR
 /// Gives leases back unfinished: a held task goes back as it was; a running attempt is
 /// recorded as `interrupted` and its task runs again now, or fails when its attempts are
 /// spent. Returns how many were still held.
-pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
+async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
     if p.leases.is_empty() {
         return Ok(0);
     }

@@ -1,16 +1,38 @@
 //! Manual actions: retry a dead letter, resolve it, cancel a pending task. Each is checked
 //! against the state machine (under the row's lock) and recorded on the timeline with who
 //! asked.
+//!
+//! The [`ManualActions`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{TASK_COLUMNS, col, id_bytes, parse_status, status_code, task, to_ms};
 use crate::tx::{Fail, Retry, transaction};
 use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
+use backstop_core::store::{BoxFuture, ManualActions};
 use backstop_core::{StoreError, Task, Transition, transition};
 use sqlx::MySqlConnection;
 
 /// A `failed` or `compensated` task back to `pending`, due now, attempt budget renewed.
+impl ManualActions for MysqlStore {
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { retry(&self.db, &p).await })
+    }
+
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { resolve(&self.db, &p).await })
+    }
+
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { cancel(&self.db, &p).await })
+    }
+
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { redrive(&self.db, &p).await })
+    }
+}
+
 pub(crate) async fn retry(db: &Db, p: &ManualParams) -> Result<Task, StoreError> {
     apply(db, p, &RETRY).await
 }

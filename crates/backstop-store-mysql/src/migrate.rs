@@ -1,4 +1,5 @@
-//! Versioned migrations, embedded in the binary and recorded in `{prefix}schema`.
+//! The schema (the [`Migrations`] impl): versioned migrations, embedded in the binary and
+//! recorded in `{prefix}schema`; and the write probe behind readiness.
 //!
 //! MySQL commits each DDL statement by itself, so migrations cannot run in one transaction:
 //! instead every process takes a server-wide named lock (`GET_LOCK`) for this database and
@@ -7,12 +8,23 @@
 //! repeatable (`IF NOT EXISTS`, or `MODIFY COLUMN` restating a whole column), so a migration
 //! interrupted half way is finished by the next run.
 
-use crate::Db;
 use crate::row::to_ms;
 use crate::tx::db_err;
+use crate::{Db, MysqlStore};
 use backstop_core::StoreError;
+use backstop_core::store::{BoxFuture, Migrations};
 use sqlx::MySqlConnection;
 use sqlx::pool::PoolConnection;
+
+impl Migrations for MysqlStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(run(&self.db))
+    }
+
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(check_writable(&self.db))
+    }
+}
 
 /// Every migration this build knows: (version, name, SQL).
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -48,7 +60,7 @@ pub(crate) fn known() -> i64 {
     MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
 }
 
-pub(crate) async fn run(db: &Db) -> Result<(), StoreError> {
+async fn run(db: &Db) -> Result<(), StoreError> {
     let mut conn = db.pool.acquire().await.map_err(db_err)?;
     let prefix = db.tables.prefix();
     let got: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -127,6 +139,20 @@ fn statements(sql: &str) -> impl Iterator<Item = &str> {
         s.lines()
             .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
     })
+}
+
+/// The readiness write probe: a beat row, rolled back.
+const PROBE: &str = "INSERT IGNORE INTO {beats} (name, owner, at, detail) VALUES ('backstop.write-probe', '', 0, '')";
+
+/// Takes a connection and writes a row in a transaction that is rolled back: fails as a
+/// write would on a server that is away, read-only or refusing connections.
+async fn check_writable(db: &Db) -> Result<(), StoreError> {
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    sqlx::query(db.tables.q(PROBE))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.rollback().await.map_err(db_err)
 }
 
 #[cfg(test)]

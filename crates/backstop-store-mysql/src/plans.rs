@@ -5,7 +5,7 @@
 
 use crate::{MysqlOptions, MysqlStore};
 use backstop_core::store::*;
-use backstop_core::{NewTask, Store, TaskId};
+use backstop_core::{NewTask, TaskId};
 use jiff::{SignedDuration, Timestamp};
 use sqlx::{AssertSqlSafe, Row};
 

@@ -1,15 +1,56 @@
 //! Reads: tasks, listings, counts and the timeline. Plain (non-locking) reads of the latest
 //! committed rows.
+//!
+//! The [`Tasks`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, parse_status, status_code, task};
 use crate::tx::db_err;
+use backstop_core::store::{BoxFuture, Tasks};
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, QueryBuilder};
 
 /// A page of one kind's tasks in one status, in id order.
+impl Tasks for MysqlStore {
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(get(&self.db, id))
+    }
+
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        Box::pin(get_by_key(&self.db, kind, key))
+    }
+
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(timeline(&self.db, id))
+    }
+
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { list(&self.db, &p).await })
+    }
+
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { scan(&self.db, &p).await })
+    }
+
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { tasks_by_keys(&self.db, &p).await })
+    }
+
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
+        Box::pin(counts(&self.db, kind))
+    }
+}
+
 pub(crate) async fn scan(db: &Db, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE (? IS NULL OR id > ?) AND kind = ? \

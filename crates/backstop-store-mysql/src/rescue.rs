@@ -1,14 +1,14 @@
-//! The reconciler's writes: rescue of expired leases (a worker crashed) and expiry of pending
+//! The reconciler's writes (the [`Rescue`] impl): rescue of expired leases (a worker crashed) and expiry of pending
 //! tasks past their business deadline. Rows are picked with `FOR UPDATE SKIP LOCKED`, so
 //! several reconcilers, and claims or completions in flight, never wait for one another;
 //! each status change is decided by `backstop_core::transition` per row.
 
-use crate::Db;
 use crate::ended::{HELD_COLUMNS, Held, Move, move_rows, record_attempts};
 use crate::row::{col, parse_id, text, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, transaction};
-use backstop_core::store::{ExpireParams, RescueParams, Rescued};
+use crate::{Db, MysqlStore};
+use backstop_core::store::{BoxFuture, ExpireParams, Rescue, RescueParams, Rescued};
 use backstop_core::{Status, StoreError, Transition, transition};
 use sqlx::MySqlConnection;
 
@@ -30,8 +30,18 @@ FOR UPDATE SKIP LOCKED";
 const RECORD_EXPIRED: &str = "INSERT INTO {events} (task_id, type, at, reason)
 SELECT id, 'expired', ?, 'expired' FROM {tasks} WHERE seq IN ";
 
+impl Rescue for MysqlStore {
+    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
+        Box::pin(async move { rescue(&self.db, &p).await })
+    }
+
+    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { expire(&self.db, &p).await })
+    }
+}
+
 /// Rescues tasks whose lease expired: back to pending, or failed when no attempt is left.
-pub(crate) async fn rescue(db: &Db, p: &RescueParams) -> Result<Vec<Rescued>, StoreError> {
+async fn rescue(db: &Db, p: &RescueParams) -> Result<Vec<Rescued>, StoreError> {
     if p.limit == 0 {
         return Ok(Vec::new());
     }
@@ -124,7 +134,7 @@ async fn rescue_locked(
 }
 
 /// Compensates pending tasks past `expires_at` with reason `expired`; returns how many.
-pub(crate) async fn expire(db: &Db, p: &ExpireParams) -> Result<u64, StoreError> {
+async fn expire(db: &Db, p: &ExpireParams) -> Result<u64, StoreError> {
     if p.limit == 0 {
         return Ok(0);
     }

@@ -1,13 +1,17 @@
 //! Retention: deletes old finished tasks of one status, and their events. Candidates are
 //! picked by a plain read (no locks while scanning), then locked by primary key and checked
 //! again (a manual retry may have moved one meanwhile) before they and their events go.
+//!
+//! The [`Retention`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{col, status_code, to_ms};
 use crate::shapes::{padded, padded_lists, repeat};
 use crate::tx::{Fail, Retry, transaction};
 use backstop_core::StoreError;
 use backstop_core::store::PruneParams;
+use backstop_core::store::{BoxFuture, Retention};
 use sqlx::MySqlConnection;
 
 /// Tasks of a status last changed before a time, oldest first. Binds: status, before, limit.
@@ -17,6 +21,12 @@ SELECT seq FROM {tasks} WHERE status = ? AND updated_at < ? ORDER BY seq LIMIT ?
 /// The listed tasks that still qualify, locked. Binds: status, before, then the `seq` list.
 const LOCK: &str = "
 SELECT seq, id FROM {tasks} WHERE status = ? AND updated_at < ? AND seq IN ";
+
+impl Retention for MysqlStore {
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { prune(&self.db, &p).await })
+    }
+}
 
 pub(crate) async fn prune(db: &Db, p: &PruneParams) -> Result<u64, StoreError> {
     if p.limit == 0 {

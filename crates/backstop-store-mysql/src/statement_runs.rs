@@ -1,9 +1,13 @@
 //! Statement reconciliation runs: recorded at the start and at the end of each run.
+//!
+//! The [`Statements`] impl is here, next to its SQL.
 
 use crate::Db;
+use crate::MysqlStore;
 use crate::row::{col, from_ms, to_ms};
 use crate::tx::db_err;
 use backstop_core::StoreError;
+use backstop_core::store::{BoxFuture, Statements};
 use backstop_core::store::{StatementRun, StatementRunsParams};
 use sqlx::mysql::MySqlRow;
 
@@ -23,6 +27,26 @@ FROM {statement_runs} WHERE ? IS NULL OR kind = ? ORDER BY started_at DESC LIMIT
 const GET: &str = "
 SELECT id, kind, statement, started_at, finished_at, verdict, applied, report
 FROM {statement_runs} WHERE id = ?";
+
+impl Statements for MysqlStore {
+    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move { record(&self.db, &run).await })
+    }
+
+    fn statement_runs(
+        &self,
+        p: StatementRunsParams,
+    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
+        Box::pin(async move { list(&self.db, &p).await })
+    }
+
+    fn statement_run<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
+        Box::pin(get(&self.db, id))
+    }
+}
 
 pub(crate) async fn record(db: &Db, r: &StatementRun) -> Result<(), StoreError> {
     sqlx::query(db.tables.q(RECORD))

@@ -5,8 +5,9 @@
 
 mod common;
 
+use backstop_core::StoreError;
 use backstop_core::store::EnqueueParams;
-use backstop_core::{Store, StoreError};
+use backstop_core::store::{Enqueue, Migrations};
 use backstop_store_mysql::{ACQUIRE_TIMEOUT, MysqlStore};
 use backstop_store_tests::proxy::Proxy;
 use backstop_store_tests::{t0, task};

@@ -1,11 +1,15 @@
 //! Inbound callbacks: a verified request's record and its task in one transaction (the task
 //! insert skips a taken `(kind, key)`, which makes the request a duplicate); a rejected
 //! request's record alone.
+//!
+//! The [`Callbacks`] impl is here, next to its SQL.
 
+use crate::PostgresStore;
 use crate::row::{col, time};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::callback::{UnknownVerdict, changed_payload_reason};
+use backstop_core::store::{BoxFuture, Callbacks};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
     RecordCallbackParams, RecordedCallback, StoreError, TaskId,
@@ -32,6 +36,22 @@ FROM {schema}.callbacks
 WHERE source = $1 AND ($2::uuid IS NULL OR id < $2)
 ORDER BY id DESC
 LIMIT $3";
+
+impl Callbacks for PostgresStore {
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        Box::pin(async move { record(&self.db, &p).await })
+    }
+
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        Box::pin(async move { list(&self.db, &p).await })
+    }
+}
 
 pub(crate) async fn record(
     db: &Db,

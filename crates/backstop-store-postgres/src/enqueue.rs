@@ -3,9 +3,14 @@
 //! task is new). The `(kind, key)` pairs that were already taken are then looked up to tell an
 //! idempotent repeat from a conflict; those rows never change, so the lookup needs no
 //! transaction of its own.
+//!
+//! The [`Enqueue`] impl is here, next to its SQL.
 
+use crate::PostgresStore;
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
+use backstop_core::group_commit;
+use backstop_core::store::{BoxFuture, Enqueue};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, StoreError, TaskId};
 use jiff::Timestamp;
@@ -37,6 +42,20 @@ JOIN {schema}.tasks AS t ON t.kind = n.kind AND t.key = n.key";
 /// Two batches inserting the same new keys in opposite orders can deadlock on the unique
 /// index; PostgreSQL then aborts one, which wrote nothing and is simply run again.
 const DEADLOCK_RETRIES: usize = 5;
+
+/// Small batches join the group commit (concurrent callers share one statement); an empty
+/// or large one is written on its own.
+impl Enqueue for PostgresStore {
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
+        Box::pin(async move {
+            if p.tasks.is_empty() || p.tasks.len() > group_commit::SMALL {
+                enqueue(&self.db, &p).await
+            } else {
+                self.committer.submit(p).await
+            }
+        })
+    }
+}
 
 pub(crate) async fn enqueue(db: &Db, p: &EnqueueParams) -> Result<Vec<EnqueueResult>, StoreError> {
     enqueue_rows(db, &p.tasks, &vec![p.now; p.tasks.len()]).await

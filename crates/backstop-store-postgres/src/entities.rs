@@ -2,12 +2,16 @@
 //! first makes sure the entity's row exists (`ON CONFLICT DO NOTHING`), then locks it
 //! (`FOR UPDATE`), so requests about one entity wait for one another and each decides on what
 //! the one before it committed; the decision is recorded whatever it is.
+//!
+//! The [`Entities`] impl is here, next to its SQL.
 
+use crate::PostgresStore;
 use crate::row::{col, time};
 use crate::types::Time;
 use crate::{Db, db_err};
 use backstop_core::StoreError;
 use backstop_core::entity::{self, Answer, Entity, EntityDecision};
+use backstop_core::store::{BoxFuture, Entities};
 use backstop_core::store::{EntityHistory, EntityParams, TransitionOutcome, TransitionParams};
 use sqlx::postgres::PgRow;
 
@@ -74,6 +78,19 @@ fn decision_row(r: &PgRow) -> Result<EntityDecision, StoreError> {
         version: col(r, "version")?,
         at: time(r, "at")?,
     })
+}
+
+impl Entities for PostgresStore {
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move { transition(&self.db, &p).await })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entity(&self.db, &p).await })
+    }
 }
 
 pub(crate) async fn transition(

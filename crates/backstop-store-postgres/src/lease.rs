@@ -1,5 +1,7 @@
-//! Lease upkeep: heartbeats, rescue of expired leases, release on shutdown. Each status change
-//! is decided by `backstop_core::transition`, then applied in one statement.
+//! A worker's leases: the [`Leases`] impl (claim and complete run in `claim.rs` and
+//! `complete.rs`), heartbeats and release on shutdown; and the ends of attempts that ended
+//! without a report, which rescue shares. Each status change is decided by
+//! `backstop_core::transition`, then applied in one statement.
 //!
 //! Rows held by a worker (heartbeat, release) are locked in id order, as completions lock
 //! them, so that these never deadlock with one another; rescue skips rows that are locked and
@@ -7,13 +9,34 @@
 
 use crate::row::{col, count, duration_ms, opt_time};
 use crate::types::{Id, Time};
-use crate::{Db, db_err};
-use backstop_core::store::{HeartbeatParams, LeaseRef, ReleaseParams, RescueParams, Rescued};
+use crate::{Db, PostgresStore, db_err};
+use backstop_core::store::{
+    BoxFuture, ClaimParams, ClaimedTask, CompleteParams, CompleteResult, HeartbeatParams, LeaseRef,
+    Leases, ReleaseParams, Rescued,
+};
 use backstop_core::{Status, StoreError, Transition, transition};
 use jiff::Timestamp;
 use sqlx::PgConnection;
 use sqlx::postgres::{PgBindIterExt, PgRow};
 use std::collections::HashSet;
+
+impl Leases for PostgresStore {
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        Box::pin(async move { crate::claim::claim(&self.db, &p).await })
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        Box::pin(async move { crate::complete::complete(&self.db, &p).await })
+    }
+
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move { heartbeat(&self.db, &p).await })
+    }
+
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { release(&self.db, &p).await })
+    }
+}
 
 /// Extends the listed leases still held by `$5`: `$1` ids, `$2` epochs, `$3` lease end,
 /// `$4` now; a held task's `run_at` follows its lease. Returns the ids extended. The rows are found from the list, one id lookup each,
@@ -35,15 +58,6 @@ SET lease_until = $3, updated_at = $4,
     run_at = CASE WHEN t.status = 'pending' THEN $3 ELSE t.run_at END
 FROM held WHERE t.seq = held.seq
 RETURNING t.id";
-
-/// Running tasks whose lease expired before `$1`, oldest lease first, at most `$2`.
-const RESCUE_PICK: &str = "
-SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at
-FROM {schema}.tasks
-WHERE status = 'running' AND lease_until < $1
-ORDER BY lease_until
-LIMIT $2
-FOR UPDATE SKIP LOCKED";
 
 /// The listed leases (`$1` ids, `$2` epochs) still held, whoever holds them.
 const RELEASE_PICK: &str = "
@@ -100,7 +114,7 @@ SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.ru
     att_http_status = NULL, att_worker = NULL
 FROM m WHERE t.seq = m.seq";
 
-pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
+async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
     if p.leases.is_empty() {
         return Ok(Vec::new());
     }
@@ -123,15 +137,15 @@ pub(crate) async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseR
 }
 
 /// A running row picked to end its attempt without a report.
-struct Held {
-    seq: i64,
-    rescued: Rescued,
-    attempts: u32,
-    max_attempts: u32,
-    started: Option<Timestamp>,
+pub(crate) struct Held {
+    pub(crate) seq: i64,
+    pub(crate) rescued: Rescued,
+    pub(crate) attempts: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) started: Option<Timestamp>,
 }
 
-fn held(r: &PgRow) -> Result<Held, StoreError> {
+pub(crate) fn held(r: &PgRow) -> Result<Held, StoreError> {
     Ok(Held {
         seq: col(r, "seq")?,
         rescued: Rescued {
@@ -148,19 +162,19 @@ fn held(r: &PgRow) -> Result<Held, StoreError> {
 }
 
 /// One row's move for [`END_ATTEMPTS`].
-struct Move<'a> {
-    held: &'a Held,
-    status: Status,
-    reason: Option<String>,
-    error: Option<&'static str>,
-    event_error: String,
+pub(crate) struct Move<'a> {
+    pub(crate) held: &'a Held,
+    pub(crate) status: Status,
+    pub(crate) reason: Option<String>,
+    pub(crate) error: Option<&'static str>,
+    pub(crate) event_error: String,
 }
 
 impl<'a> Move<'a> {
     /// Where `held` goes now that its attempt ended without a report (`to` says, given
     /// whether attempts are left): a row with no attempt left fails, with `why` in its reason
     /// and `error` as its last error.
-    fn ended(
+    pub(crate) fn ended(
         held: &'a Held,
         to: fn(bool) -> Transition,
         why: &str,
@@ -185,7 +199,7 @@ impl<'a> Move<'a> {
     }
 }
 
-async fn end_attempts(
+pub(crate) async fn end_attempts(
     conn: &mut PgConnection,
     db: &Db,
     moves: &[Move<'_>],
@@ -212,47 +226,11 @@ async fn end_attempts(
     Ok(())
 }
 
-fn owner(h: &Held) -> &str {
+pub(crate) fn owner(h: &Held) -> &str {
     h.rescued.lease_owner.as_deref().unwrap_or("unknown")
 }
 
-pub(crate) async fn rescue(db: &Db, p: &RescueParams) -> Result<Vec<Rescued>, StoreError> {
-    if p.limit == 0 {
-        return Ok(Vec::new());
-    }
-    let mut tx = db.pool.begin().await.map_err(db_err)?;
-    let rows = sqlx::query(db.schema.sql(RESCUE_PICK))
-        .bind(Time(p.now))
-        .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let picked = rows.iter().map(held).collect::<Result<Vec<_>, _>>()?;
-    let mut moves = Vec::with_capacity(picked.len());
-    for h in &picked {
-        moves.push(Move::ended(
-            h,
-            |attempts_left| Transition::Rescue { attempts_left },
-            "the last lease expired",
-            "lease expired",
-            format!("lease expired; held by {}", owner(h)),
-        )?);
-    }
-    end_attempts(&mut tx, db, &moves, p.now, "lease_expired").await?;
-    tx.commit().await.map_err(db_err)?;
-    Ok(moves
-        .into_iter()
-        .map(|m| Rescued {
-            status: m.status,
-            ..m.held.rescued.clone()
-        })
-        .collect())
-}
-
-pub(crate) async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
+async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
     if p.leases.is_empty() {
         return Ok(0);
     }

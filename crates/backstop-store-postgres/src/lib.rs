@@ -7,24 +7,31 @@
 //! arrays (`UNNEST`), so a batch costs one round trip and one commit, whatever its size. A
 //! write is acknowledged after PostgreSQL's commit, which is durable with the server's default
 //! `synchronous_commit = on`. Every insert into `tasks` (the store's, or an outbox insert by
-//! an application) notifies the schema's channel at commit; [`Store::watch_work`] listens on
-//! it, so that idle engines in every process start new work within milliseconds.
+//! an application) notifies the schema's channel at commit; [`WorkWatch::watch_work`] listens
+//! on it, so that idle engines in every process start new work within milliseconds.
+//!
+//! Each concern's narrow trait of [`Store`] is implemented in the module that holds its SQL:
+//! `migrate` ([`Migrations`]), `enqueue` ([`Enqueue`]), `read` ([`Tasks`]), `lease`
+//! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
+//! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
+//! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
+//! ([`Callbacks`]) and `watch` ([`WorkWatch`]).
 
 #![warn(missing_docs)]
 
+mod backlog;
 mod callbacks;
 mod claim;
+mod cluster;
 mod complete;
 mod connect;
 mod enqueue;
 mod entities;
-mod expire;
-mod leader;
 mod lease;
-mod listener;
 mod manual;
 mod migrate;
 mod read;
+mod rescue;
 mod retention;
 mod row;
 mod schema;
@@ -35,12 +42,8 @@ mod watch;
 
 pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
 
-use backstop_core::group_commit::{self, GroupCommit};
+use backstop_core::group_commit::GroupCommit;
 use backstop_core::store::*;
-use backstop_core::{
-    CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
-    TaskId,
-};
 use schema::Schema;
 use sqlx::postgres::PgPool;
 use std::sync::Arc;
@@ -148,183 +151,4 @@ pub(crate) fn is_deadlock(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|d| d.code())
         .is_some_and(|c| c == "40P01")
-}
-
-impl Store for PostgresStore {
-    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(watch::check_writable(&self.db))
-    }
-
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(migrate::run(&self.db))
-    }
-
-    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
-        Box::pin(async move {
-            if p.tasks.is_empty() || p.tasks.len() > group_commit::SMALL {
-                enqueue::enqueue(&self.db, &p).await
-            } else {
-                self.committer.submit(p).await
-            }
-        })
-    }
-
-    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
-        Box::pin(async move { claim::claim(&self.db, &p).await })
-    }
-
-    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
-        Box::pin(async move { complete::complete(&self.db, &p).await })
-    }
-
-    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
-        Box::pin(async move { lease::heartbeat(&self.db, &p).await })
-    }
-
-    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
-        Box::pin(async move { lease::rescue(&self.db, &p).await })
-    }
-
-    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move { expire::expire(&self.db, &p).await })
-    }
-
-    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move { lease::release(&self.db, &p).await })
-    }
-
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
-        Box::pin(read::get(&self.db, id))
-    }
-
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
-        Box::pin(read::get_by_key(&self.db, kind, key))
-    }
-
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
-        Box::pin(read::timeline(&self.db, id))
-    }
-
-    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        Box::pin(async move { read::list(&self.db, &p).await })
-    }
-
-    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move { manual::retry(&self.db, &p).await })
-    }
-
-    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move { manual::resolve(&self.db, &p).await })
-    }
-
-    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move { manual::cancel(&self.db, &p).await })
-    }
-
-    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move { manual::redrive(&self.db, &p).await })
-    }
-
-    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        Box::pin(async move { read::scan(&self.db, &p).await })
-    }
-
-    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        Box::pin(async move { read::tasks_by_keys(&self.db, &p).await })
-    }
-
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
-        Box::pin(read::counts(&self.db, kind))
-    }
-
-    fn acquire_leadership(
-        &self,
-        p: LeadershipParams,
-    ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
-        Box::pin(async move { leader::acquire(&self.db, &p).await })
-    }
-
-    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move { leader::resign(&self.db, &p).await })
-    }
-
-    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move { retention::prune(&self.db, &p).await })
-    }
-
-    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move { watch::beat(&self.db, &p).await })
-    }
-
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
-        Box::pin(watch::beats(&self.db, prefix))
-    }
-
-    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move { watch::forget_beats(&self.db, &p).await })
-    }
-
-    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
-        Box::pin(async move { watch::backlog(&self.db, &p).await })
-    }
-
-    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
-        Box::pin(async move { watch::audit_page(&self.db, &p).await })
-    }
-
-    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move { statement_runs::record(&self.db, &run).await })
-    }
-
-    fn statement_runs(
-        &self,
-        p: StatementRunsParams,
-    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
-        Box::pin(async move { statement_runs::list(&self.db, &p).await })
-    }
-
-    fn statement_run<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
-        Box::pin(statement_runs::get(&self.db, id))
-    }
-
-    fn transition_entity(
-        &self,
-        p: TransitionParams,
-    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
-        Box::pin(async move { entities::transition(&self.db, &p).await })
-    }
-
-    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
-        Box::pin(async move { entities::entity(&self.db, &p).await })
-    }
-
-    fn record_callback(
-        &self,
-        p: RecordCallbackParams,
-    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
-        Box::pin(async move { callbacks::record(&self.db, &p).await })
-    }
-
-    fn list_callbacks(
-        &self,
-        p: ListCallbacksParams,
-    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
-        Box::pin(async move { callbacks::list(&self.db, &p).await })
-    }
-
-    fn watch_work(&self, sink: WorkSink) -> Option<BoxFuture<'static, ()>> {
-        let connect = (*self.db.pool.connect_options()).clone();
-        let channel = listener::channel(self.db.schema.name());
-        Some(Box::pin(listener::run(connect, channel, sink)))
-    }
 }

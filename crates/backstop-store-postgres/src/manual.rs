@@ -1,12 +1,16 @@
 //! Manual actions: retry a dead letter, resolve it, cancel a pending task. Each locks its row,
 //! is checked against the state machine and is recorded on the timeline with who asked, in one
 //! transaction.
+//!
+//! The [`ManualActions`] impl is here, next to its SQL.
 
+use crate::PostgresStore;
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
 use backstop_core::store::ManualParams;
+use backstop_core::store::{BoxFuture, ManualActions};
 use backstop_core::{StoreError, Task, Transition, transition};
 
 const LOCK: &str = "
@@ -41,6 +45,24 @@ const END_SQL: &str = concat!(
      RETURNING ",
     task_columns!()
 );
+
+impl ManualActions for PostgresStore {
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { retry(&self.db, &p).await })
+    }
+
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { resolve(&self.db, &p).await })
+    }
+
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { cancel(&self.db, &p).await })
+    }
+
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move { redrive(&self.db, &p).await })
+    }
+}
 
 pub(crate) async fn retry(db: &Db, p: &ManualParams) -> Result<Task, StoreError> {
     apply(db, p, &RETRY).await

@@ -1,9 +1,21 @@
-//! Versioned migrations, applied in order inside one transaction that first takes an advisory
+//! The schema (the [`Migrations`] impl): versioned migrations, applied in order inside one transaction that first takes an advisory
 //! lock named after the schema: several processes starting at once queue on the lock, and each
-//! migration is applied exactly once and recorded in `schema_migrations`.
+//! migration is applied exactly once and recorded in `schema_migrations`; and the write probe
+//! behind readiness.
 
-use crate::{Db, db_err};
+use crate::{Db, PostgresStore, db_err};
 use backstop_core::StoreError;
+use backstop_core::store::{BoxFuture, Migrations};
+
+impl Migrations for PostgresStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(run(&self.db))
+    }
+
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(check_writable(&self.db))
+    }
+}
 
 /// Every migration this build knows: (version, name, SQL with `{schema}` placeholders).
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -51,7 +63,7 @@ pub(crate) fn known() -> i64 {
     MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
 }
 
-pub(crate) async fn run(db: &Db) -> Result<(), StoreError> {
+async fn run(db: &Db) -> Result<(), StoreError> {
     let name = db.schema.name();
     let mut tx = db.pool.begin().await.map_err(db_err)?;
     sqlx::query(LOCK)
@@ -108,4 +120,20 @@ pub(crate) async fn run(db: &Db) -> Result<(), StoreError> {
     }
     tx.commit().await.map_err(db_err)?;
     Ok(())
+}
+
+/// The readiness write probe: a beat row, rolled back.
+const PROBE: &str = "
+INSERT INTO {schema}.beats (name, owner, at, detail) VALUES ('backstop.write-probe', '', now(), '')
+ON CONFLICT (name) DO NOTHING";
+
+/// Takes a connection and writes a row in a transaction that is rolled back: fails as a
+/// write would on a server that is away, read-only (a standby) or refusing connections.
+async fn check_writable(db: &Db) -> Result<(), StoreError> {
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    sqlx::query(db.schema.sql(PROBE))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    tx.rollback().await.map_err(db_err)
 }

@@ -1,8 +1,12 @@
 //! Reads: tasks, listings, counts and the timeline.
+//!
+//! The [`Tasks`] impl is here, next to its SQL.
 
+use crate::PostgresStore;
 use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns, time};
 use crate::types::Id;
 use crate::{Db, db_err};
+use backstop_core::store::{BoxFuture, Tasks};
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::postgres::PgRow;
@@ -47,6 +51,43 @@ const SCAN: &str = concat!(
     " FROM {schema}.tasks WHERE ($1::uuid IS NULL OR id > $1) AND kind = $2 AND status = $3
       ORDER BY id LIMIT $4"
 );
+
+impl Tasks for PostgresStore {
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(get(&self.db, id))
+    }
+
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        Box::pin(get_by_key(&self.db, kind, key))
+    }
+
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(timeline(&self.db, id))
+    }
+
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { list(&self.db, &p).await })
+    }
+
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { scan(&self.db, &p).await })
+    }
+
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { tasks_by_keys(&self.db, &p).await })
+    }
+
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
+        Box::pin(counts(&self.db, kind))
+    }
+}
 
 pub(crate) async fn scan(db: &Db, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
     sqlx::query(db.schema.sql(SCAN))

@@ -10,8 +10,9 @@
 mod common;
 mod rig;
 
+use backstop_core::store::{Enqueue, Tasks};
 use backstop_core::store::{EnqueueParams, ListParams};
-use backstop_core::{KindConfig, NewTask, Status, Store, Target, TaskId};
+use backstop_core::{KindConfig, NewTask, Status, Target, TaskId};
 use backstop_engine::EngineOptions;
 use common::skip;
 use jiff::Timestamp;

@@ -7,7 +7,8 @@
 mod common;
 
 use backstop_core::store::EnqueueParams;
-use backstop_core::{NewTask, Store, StoreError, TaskId};
+use backstop_core::store::{Enqueue, Migrations};
+use backstop_core::{NewTask, StoreError, TaskId};
 use backstop_store_postgres::{ACQUIRE_TIMEOUT, PostgresStore};
 use backstop_store_tests::proxy::Proxy;
 use common::{SchemaGuard, skip};

@@ -7,6 +7,7 @@
 mod common;
 mod rig;
 
+use backstop_core::store::Enqueue;
 use backstop_core::store::EnqueueParams;
 use backstop_core::{KindConfig, NewTask, Store, Target, TaskId};
 use backstop_engine::EngineOptions;

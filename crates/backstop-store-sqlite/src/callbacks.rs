@@ -1,13 +1,14 @@
-//! Inbound callbacks: each request's record, and for a verified one its task, written in the
+//! Inbound callbacks (the [`Callbacks`] impl): each request's record, and for a verified one its task, written in the
 //! writer's group commit (see `enqueue`), so that many concurrent callbacks share one fsync.
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::enqueue::{COLS, EXISTING, INSERT_SQL, SHAPES, existing_one};
 use crate::raw::{Db, Stmt, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id};
 use backstop_core::callback::changed_payload_reason;
-use backstop_core::store::EnqueueResult;
+use backstop_core::store::{BoxFuture, Callbacks, EnqueueResult};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackRecord, CallbackVerdict, ListCallbacksParams,
     RecordCallbackParams, RecordedCallback, StoreError,
@@ -18,6 +19,22 @@ use sqlx::{QueryBuilder, Row, Sqlite};
 const INSERT: &str = "INSERT INTO backstop_callbacks (id, source, received_at, verdict, reason, \
                       event_id, task_id, headers, body, body_len) \
                       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+impl Callbacks for SqliteStore {
+    fn record_callback(
+        &self,
+        p: RecordCallbackParams,
+    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
+        Box::pin(self.inner.committer.record_callback(p))
+    }
+
+    fn list_callbacks(
+        &self,
+        p: ListCallbacksParams,
+    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
+        Box::pin(async move { list(&self.inner.readers, &p).await })
+    }
+}
 
 /// Records each callback in order, creating the task of each verified one unless its
 /// `(kind, key)` exists (an earlier callback of the same group counts). Runs inside the

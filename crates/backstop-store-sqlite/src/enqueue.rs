@@ -1,17 +1,24 @@
-//! Enqueue with group commit: concurrent callers' tasks are written in one `BEGIN IMMEDIATE`
+//! Enqueue with group commit (the [`Enqueue`] impl): concurrent callers' tasks are written in one `BEGIN IMMEDIATE`
 //! transaction and each caller is answered only after that commit is durable. Inbound
 //! callbacks (a record and its task) ride the same group commits.
 
 use crate::Inner;
+use crate::SqliteStore;
 use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_id};
 use crate::shapes::chunks;
-use backstop_core::store::{EnqueueParams, EnqueueResult};
+use backstop_core::store::{BoxFuture, Enqueue, EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, RecordCallbackParams, RecordedCallback, StoreError};
 use sqlx::SqliteConnection;
 use std::sync::{LazyLock, Weak};
 use tokio::sync::{mpsc, oneshot};
+
+impl Enqueue for SqliteStore {
+    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
+        Box::pin(self.inner.committer.submit(p))
+    }
+}
 
 /// Tasks per group-commit transaction; one large request is never split across commits.
 const GROUP_LIMIT: usize = 4000;

@@ -1,12 +1,15 @@
-//! Guarded state transitions: each request about an entity is decided in one `BEGIN
+//! Guarded state transitions (the [`Entities`] impl): each request about an entity is decided in one `BEGIN
 //! IMMEDIATE` transaction on the single writer, so requests about one entity (and all others)
 //! are decided one at a time; the decision is recorded whatever it is.
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use backstop_core::StoreError;
 use backstop_core::entity::{self, Answer, Entity, EntityDecision};
-use backstop_core::store::{EntityHistory, EntityParams, TransitionOutcome, TransitionParams};
+use backstop_core::store::{
+    BoxFuture, Entities, EntityHistory, EntityParams, TransitionOutcome, TransitionParams,
+};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Connection, Row, SqliteConnection};
 
@@ -52,6 +55,22 @@ fn entity_row(machine: &str, id: &str, r: &SqliteRow) -> Entity {
         decisions: r.get::<i64, _>("decisions") as u64,
         created_at: from_ms(r.get("created_at")),
         updated_at: from_ms(r.get("updated_at")),
+    }
+}
+
+impl Entities for SqliteStore {
+    fn transition_entity(
+        &self,
+        p: TransitionParams,
+    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            transition(&mut w, &p).await
+        })
+    }
+
+    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
+        Box::pin(async move { entity(&self.inner.readers, &p).await })
     }
 }
 

@@ -1,12 +1,15 @@
-//! Lease upkeep: heartbeats, rescue of expired leases, release on shutdown, and expiry of
-//! pending tasks past their business deadline. Each status change is decided by
+//! A worker's leases: the [`Leases`] impl (claim and complete run in `claim.rs` and
+//! `complete.rs`), heartbeats and release on shutdown; and the ends of attempts that ended
+//! without a report, which rescue shares. Each status change is decided by
 //! `backstop_core::transition` per row, then applied in one statement.
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
-use crate::row::{id_bytes, parse_id, status_code};
+use crate::row::{id_bytes, status_code};
 use backstop_core::store::{
-    ExpireParams, HeartbeatParams, LeaseRef, ReleaseParams, RescueParams, Rescued,
+    BoxFuture, ClaimParams, ClaimedTask, CompleteParams, CompleteResult, HeartbeatParams, LeaseRef,
+    Leases, ReleaseParams,
 };
 use backstop_core::{Status, StoreError, TaskId, Transition, transition};
 use serde_json::json;
@@ -23,11 +26,6 @@ FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)
 WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status IN (0, 1) AND t.lease_owner = ?4
 RETURNING id";
 
-/// Running tasks whose lease expired, oldest lease first.
-pub(crate) const RESCUE_PICK: &str = "
-SELECT seq, id, kind, attempts, max_attempts, lease_owner FROM backstop_tasks
-WHERE status = 1 AND lease_until < ?1 ORDER BY lease_until LIMIT ?2";
-
 /// The listed leases of running attempts still held.
 pub(crate) const RELEASE_PICK: &str = "
 SELECT t.seq, t.attempts, t.max_attempts FROM json_each(?1) AS j JOIN backstop_tasks AS t
@@ -40,12 +38,6 @@ UPDATE backstop_tasks AS t
 SET lease_owner = NULL, lease_until = NULL, run_at = ?2, updated_at = ?2
 FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)) AS c
 WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status = 0 AND t.lease_owner IS NOT NULL";
-
-/// Pending tasks past their deadline, earliest first.
-pub(crate) const EXPIRE_PICK: &str = "
-SELECT seq FROM backstop_tasks
-WHERE status = 0 AND expires_at IS NOT NULL AND expires_at <= ?1
-ORDER BY expires_at LIMIT ?2";
 
 /// An id as hex, the form in which ids travel inside JSON parameters (`unhex()` in SQL).
 fn hex_id(id: &TaskId) -> String {
@@ -62,7 +54,37 @@ fn lease_json(leases: &[LeaseRef]) -> String {
     .to_string()
 }
 
-pub(crate) async fn heartbeat(
+impl Leases for SqliteStore {
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            crate::claim::claim(&mut w, &p).await
+        })
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            crate::complete::complete(&mut w, &p).await
+        })
+    }
+
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            heartbeat(&mut w, &p).await
+        })
+    }
+
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            release(&mut w, &p).await
+        })
+    }
+}
+
+async fn heartbeat(
     conn: &mut SqliteConnection,
     p: &HeartbeatParams,
 ) -> Result<Vec<LeaseRef>, StoreError> {
@@ -95,7 +117,7 @@ SELECT t.id, 'attempt', ?2, t.attempts, ?3, ?4 || coalesce(t.lease_owner, 'unkno
        ?2 - t.att_started_at, t.lease_owner
 FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'";
 
-const MOVE: &str = "
+pub(crate) const MOVE: &str = "
 UPDATE backstop_tasks AS t
 SET status = c.status, run_at = iif(c.status = 0, ?2, t.run_at),
     reason = coalesce(c.reason, t.reason), last_error = coalesce(c.error, t.last_error),
@@ -107,55 +129,10 @@ FROM (SELECT value ->> 'seq' AS seq, value ->> 'status' AS status, value ->> 're
       FROM json_each(?1)) AS c
 WHERE t.seq = c.seq";
 
-pub(crate) async fn rescue(
-    conn: &mut SqliteConnection,
-    p: &RescueParams,
-) -> Result<Vec<Rescued>, StoreError> {
-    let now = to_ms(p.now);
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let rows = sqlx::query(RESCUE_PICK)
-        .bind(now)
-        .bind(p.limit as i64)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut rescued = Vec::with_capacity(rows.len());
-    let mut moves = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let (status, m) = ended_move(
-            r,
-            |attempts_left| Transition::Rescue { attempts_left },
-            "the last lease expired",
-            "lease expired",
-        )?;
-        moves.push(m);
-        rescued.push(Rescued {
-            id: parse_id(r.get("id"))?,
-            kind: r.get("kind"),
-            status,
-            lease_owner: r.get("lease_owner"),
-        });
-    }
-    let moves = serde_json::Value::Array(moves).to_string();
-    end_attempts(
-        &mut tx,
-        &moves,
-        now,
-        "lease_expired",
-        "lease expired; held by ",
-    )
-    .await?;
-    tx.commit().await.map_err(db_err)?;
-    Ok(rescued)
-}
-
 /// Where a running row whose attempt ended without a report goes (`to` says, given whether
 /// attempts are left): its status and its `{seq, status, reason, error}` move for [`MOVE`].
 /// A row with no attempt left fails, with `why` in its reason and `error` as its last error.
-fn ended_move(
+pub(crate) fn ended_move(
     r: &SqliteRow,
     to: fn(bool) -> Transition,
     why: &str,
@@ -177,19 +154,9 @@ fn ended_move(
     ))
 }
 
-/// The `{seq, status, reason}` list that [`MOVE`] applies, one status for every row.
-fn moves_json(seqs: &[i64], to: Status, reason: Option<&str>) -> String {
-    serde_json::Value::Array(
-        seqs.iter()
-            .map(|s| json!({"seq": s, "status": status_code(to), "reason": reason}))
-            .collect(),
-    )
-    .to_string()
-}
-
 /// Records each listed row's running attempt as ended with `outcome` (the error names the
 /// lease owner after `error_prefix`), then moves the rows to their listed status.
-async fn end_attempts(
+pub(crate) async fn end_attempts(
     conn: &mut SqliteConnection,
     moves: &str,
     now: i64,
@@ -213,10 +180,7 @@ async fn end_attempts(
     Ok(())
 }
 
-pub(crate) async fn release(
-    conn: &mut SqliteConnection,
-    p: &ReleaseParams,
-) -> Result<u64, StoreError> {
+async fn release(conn: &mut SqliteConnection, p: &ReleaseParams) -> Result<u64, StoreError> {
     if p.leases.is_empty() {
         return Ok(0);
     }
@@ -258,42 +222,4 @@ pub(crate) async fn release(
     }
     tx.commit().await.map_err(db_err)?;
     Ok(held + rows.len() as u64)
-}
-
-pub(crate) async fn expire(
-    conn: &mut SqliteConnection,
-    p: &ExpireParams,
-) -> Result<u64, StoreError> {
-    let now = to_ms(p.now);
-    let compensated = transition(Status::Pending, Transition::Expire)
-        .map_err(|e| StoreError::Database(e.to_string()))?;
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let seqs: Vec<i64> = sqlx::query_scalar(EXPIRE_PICK)
-        .bind(now)
-        .bind(p.limit as i64)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    if seqs.is_empty() {
-        return Ok(0);
-    }
-    let moves = moves_json(&seqs, compensated, Some("expired"));
-    sqlx::query(
-        "INSERT INTO backstop_events (task_id, type, at, reason)
-         SELECT t.id, 'expired', ?2, 'expired'
-         FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'",
-    )
-    .bind(&moves)
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err)?;
-    sqlx::query(MOVE)
-        .bind(&moves)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    tx.commit().await.map_err(db_err)?;
-    Ok(seqs.len() as u64)
 }

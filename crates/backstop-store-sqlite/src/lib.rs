@@ -6,36 +6,39 @@
 //! acknowledged enqueue is durable (`synchronous = FULL` by default) without one fsync each.
 //! The per-task paths (enqueue, claim, completion) run as direct SQLite calls on the locked
 //! writer connection (`raw`), each batch in one transaction.
+//!
+//! Each concern's narrow trait of [`Store`] is implemented in the module that holds its SQL:
+//! `migrate` ([`Migrations`]), `enqueue` ([`Enqueue`]), `read` ([`Tasks`]), `lease`
+//! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
+//! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
+//! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
+//! ([`Callbacks`]), and [`WorkWatch`] (none: polling alone) below.
 
+mod backlog;
 mod callbacks;
 mod claim;
+mod cluster;
 mod complete;
 mod connect;
 mod enqueue;
 mod entities;
-mod leader;
 mod lease;
 mod manual;
 mod migrate;
 #[cfg(test)]
 mod plans;
-mod probe;
 mod raw;
 mod read;
+mod rescue;
 mod retention;
 mod row;
 mod shapes;
 mod start;
 mod statement_runs;
-mod watch;
 
 pub use connect::{Durability, SqliteOptions};
 
 use backstop_core::store::*;
-use backstop_core::{
-    CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
-    TaskId,
-};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Connection, SqliteConnection};
 use std::sync::Arc;
@@ -165,223 +168,6 @@ pub(crate) fn is_unavailable(rc: i32) -> bool {
     )
 }
 
-impl Store for SqliteStore {
-    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            migrate::run(&mut w).await
-        })
-    }
-
-    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            probe::check_writable(&mut w).await
-        })
-    }
-
-    fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
-        Box::pin(self.inner.committer.submit(p))
-    }
-
-    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            claim::claim(&mut w, &p).await
-        })
-    }
-
-    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            complete::complete(&mut w, &p).await
-        })
-    }
-
-    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            lease::heartbeat(&mut w, &p).await
-        })
-    }
-
-    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            lease::rescue(&mut w, &p).await
-        })
-    }
-
-    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            lease::expire(&mut w, &p).await
-        })
-    }
-
-    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            lease::release(&mut w, &p).await
-        })
-    }
-
-    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
-        Box::pin(read::get(&self.inner.readers, id))
-    }
-
-    fn get_by_key<'a>(
-        &'a self,
-        kind: &'a str,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
-        Box::pin(read::get_by_key(&self.inner.readers, kind, key))
-    }
-
-    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
-        Box::pin(read::timeline(&self.inner.readers, id))
-    }
-
-    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        Box::pin(async move { read::list(&self.inner.readers, &p).await })
-    }
-
-    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            manual::retry(&mut w, &p).await
-        })
-    }
-
-    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            manual::resolve(&mut w, &p).await
-        })
-    }
-
-    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            manual::cancel(&mut w, &p).await
-        })
-    }
-
-    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            manual::redrive(&mut w, &p).await
-        })
-    }
-
-    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        Box::pin(async move { read::scan(&self.inner.readers, &p).await })
-    }
-
-    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        Box::pin(async move { read::tasks_by_keys(&self.inner.readers, &p).await })
-    }
-
-    fn counts<'a>(
-        &'a self,
-        kind: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
-        Box::pin(read::counts(&self.inner.readers, kind))
-    }
-
-    fn acquire_leadership(
-        &self,
-        p: LeadershipParams,
-    ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            leader::acquire(&mut w, &p).await
-        })
-    }
-
-    fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            leader::resign(&mut w, &p).await
-        })
-    }
-
-    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move { retention::prune(&self.inner, &p).await })
-    }
-
-    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            watch::beat(&mut w, &p).await
-        })
-    }
-
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
-        Box::pin(watch::beats(&self.inner.readers, prefix))
-    }
-
-    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            watch::forget_beats(&mut w, &p).await
-        })
-    }
-
-    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
-        Box::pin(async move { watch::backlog(&self.inner.readers, &p).await })
-    }
-
-    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
-        Box::pin(async move { watch::audit_page(&self.inner.readers, &p).await })
-    }
-
-    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            statement_runs::record(&mut w, &run).await
-        })
-    }
-
-    fn statement_runs(
-        &self,
-        p: StatementRunsParams,
-    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
-        Box::pin(async move { statement_runs::list(&self.inner.readers, &p).await })
-    }
-
-    fn statement_run<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
-        Box::pin(statement_runs::get(&self.inner.readers, id))
-    }
-
-    fn transition_entity(
-        &self,
-        p: TransitionParams,
-    ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            entities::transition(&mut w, &p).await
-        })
-    }
-
-    fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
-        Box::pin(async move { entities::entity(&self.inner.readers, &p).await })
-    }
-
-    fn record_callback(
-        &self,
-        p: RecordCallbackParams,
-    ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
-        Box::pin(self.inner.committer.record_callback(p))
-    }
-
-    fn list_callbacks(
-        &self,
-        p: ListCallbacksParams,
-    ) -> BoxFuture<'_, Result<Vec<CallbackRecord>, StoreError>> {
-        Box::pin(async move { callbacks::list(&self.inner.readers, &p).await })
-    }
-}
+/// SQLite has no channel that tells one process of another's inserts: engines find new work
+/// by polling alone.
+impl WorkWatch for SqliteStore {}

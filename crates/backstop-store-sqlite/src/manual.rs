@@ -1,13 +1,45 @@
-//! Manual actions: retry a dead letter, resolve it, cancel a pending task. Each is checked
+//! Manual actions (the [`ManualActions`] impl): retry a dead letter, resolve it, cancel a
+//! pending task, redrive a succeeded one. Each is checked
 //! against the state machine and recorded on the timeline with who asked.
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_status, status_code, task, task_columns};
 use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
-use backstop_core::store::ManualParams;
+use backstop_core::store::{BoxFuture, ManualActions, ManualParams};
 use backstop_core::{StoreError, Task, Transition, transition};
 use sqlx::{Connection, Row, SqliteConnection};
+
+impl ManualActions for SqliteStore {
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            retry(&mut w, &p).await
+        })
+    }
+
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            resolve(&mut w, &p).await
+        })
+    }
+
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            cancel(&mut w, &p).await
+        })
+    }
+
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            redrive(&mut w, &p).await
+        })
+    }
+}
 
 pub(crate) async fn retry(
     conn: &mut SqliteConnection,

@@ -1,9 +1,17 @@
-//! Versioned migrations, applied in order inside one `BEGIN IMMEDIATE` transaction, so that
-//! several processes starting at once apply each exactly once.
+//! The schema (the [`Migrations`] impl): versioned migrations, applied in order inside one
+//! `BEGIN IMMEDIATE` transaction, so that several processes starting at once apply each
+//! exactly once; and the write probe behind readiness: a transaction that takes the write
+//! lock and a row that needs new pages, rolled back. It fails as a real write would on a
+//! read-only file, a file at its page limit (`max_page_count`) or locked by another process
+//! past the busy timeout. Pages are allocated in memory until a commit, so a file system
+//! that is full while the file still has room shows only when a commit fails.
 
+use crate::SqliteStore;
 use crate::db_err;
+use crate::raw::{self, Value};
 use crate::row::jiff_ms::to_ms;
 use backstop_core::StoreError;
+use backstop_core::store::{BoxFuture, Migrations};
 use sqlx::{Connection, SqliteConnection};
 
 /// Every migration this build knows: (version, name, SQL).
@@ -29,7 +37,23 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+impl Migrations for SqliteStore {
+    fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            run(&mut w).await
+        })
+    }
+
+    fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            check_writable(&mut w).await
+        })
+    }
+}
+
+async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
     sqlx::raw_sql(
         "CREATE TABLE IF NOT EXISTS backstop_schema (
@@ -65,4 +89,21 @@ pub(crate) async fn run(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     }
     tx.commit().await.map_err(db_err)?;
     Ok(())
+}
+
+/// A row larger than the 8 KiB pages backstop creates: it needs overflow pages, which a full
+/// file cannot give.
+const PROBE: &str = "
+INSERT OR REPLACE INTO backstop_beats (name, owner, at, detail)
+VALUES ('backstop.write-probe', '', 0, zeroblob(?1))";
+
+/// Bytes of the probe row: two pages' worth.
+const PROBE_BYTES: i64 = 16_384;
+
+async fn check_writable(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    raw::rolled_back(conn, |db| {
+        db.prepare(PROBE)?.execute(&[Value::Int(PROBE_BYTES)])?;
+        Ok(())
+    })
+    .await
 }

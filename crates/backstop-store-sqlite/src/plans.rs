@@ -59,11 +59,11 @@ async fn per_task_statements_use_their_indexes() {
         ));
     }
     cases.push((
-        crate::lease::RESCUE_PICK,
+        crate::rescue::RESCUE_PICK,
         "SEARCH backstop_tasks USING INDEX backstop_tasks_leased (lease_until<?)",
     ));
     cases.push((
-        crate::lease::EXPIRE_PICK,
+        crate::rescue::EXPIRE_PICK,
         "SEARCH backstop_tasks USING COVERING INDEX backstop_tasks_expiring",
     ));
     for (sql, expected) in cases {

@@ -1,13 +1,51 @@
-//! Reads: tasks, listings, counts and the timeline. They run on the reader pool, beside the
+//! Reads (the [`Tasks`] impl): tasks, listings, counts and the timeline. They run on the reader pool, beside the
 //! writer (WAL).
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::from_ms;
 use crate::row::{id_bytes, parse_status, raw_task, status_code, task, task_columns};
-use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
+use backstop_core::store::{BoxFuture, KeysParams, ListParams, ScanParams, StatusCounts, Tasks};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
+
+impl Tasks for SqliteStore {
+    fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(get(&self.inner.readers, id))
+    }
+
+    fn get_by_key<'a>(
+        &'a self,
+        kind: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        Box::pin(get_by_key(&self.inner.readers, kind, key))
+    }
+
+    fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        Box::pin(timeline(&self.inner.readers, id))
+    }
+
+    fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { list(&self.inner.readers, &p).await })
+    }
+
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { scan(&self.inner.readers, &p).await })
+    }
+
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        Box::pin(async move { tasks_by_keys(&self.inner.readers, &p).await })
+    }
+
+    fn counts<'a>(
+        &'a self,
+        kind: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
+        Box::pin(counts(&self.inner.readers, kind))
+    }
+}
 
 pub(crate) async fn get(pool: &SqlitePool, id: TaskId) -> Result<Option<Task>, StoreError> {
     sqlx::query(concat!(

@@ -1,12 +1,13 @@
-//! Retention: deletes old finished tasks of one status, and their events. The candidates are
+//! Retention (the [`Retention`] impl): deletes old finished tasks of one status, and their events. The candidates are
 //! picked on a reader connection, so that the scan never holds the writer; the delete then
 //! checks each row again under the write lock (a manual retry may have moved it meanwhile).
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::to_ms;
 use crate::row::status_code;
 use backstop_core::StoreError;
-use backstop_core::store::PruneParams;
+use backstop_core::store::{BoxFuture, PruneParams, Retention};
 use sqlx::Connection;
 
 /// Tasks of status `?1` last changed before `?2`, oldest first, at most `?3`.
@@ -24,6 +25,12 @@ DELETE FROM backstop_events WHERE task_id IN (
 const DELETE_TASKS: &str = "
 DELETE FROM backstop_tasks
 WHERE seq IN (SELECT value FROM json_each(?1)) AND status = ?2 AND updated_at < ?3";
+
+impl Retention for SqliteStore {
+    fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move { prune(&self.inner, &p).await })
+    }
+}
 
 pub(crate) async fn prune(inner: &crate::Inner, p: &PruneParams) -> Result<u64, StoreError> {
     if p.limit == 0 {

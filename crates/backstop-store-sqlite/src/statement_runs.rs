@@ -1,11 +1,35 @@
-//! Statement reconciliation runs: recorded at the start and at the end of each run.
+//! Statement reconciliation runs (the [`Statements`] impl): recorded at the start and at the end of each run.
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use backstop_core::StoreError;
-use backstop_core::store::{StatementRun, StatementRunsParams};
+use backstop_core::store::{BoxFuture, StatementRun, StatementRunsParams, Statements};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Row, SqliteConnection};
+
+impl Statements for SqliteStore {
+    fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut w = self.inner.lock_writer().await?;
+            record(&mut w, &run).await
+        })
+    }
+
+    fn statement_runs(
+        &self,
+        p: StatementRunsParams,
+    ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
+        Box::pin(async move { list(&self.inner.readers, &p).await })
+    }
+
+    fn statement_run<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
+        Box::pin(get(&self.inner.readers, id))
+    }
+}
 
 pub(crate) async fn record(
     conn: &mut SqliteConnection,

@@ -4,6 +4,7 @@
 
 use backstop_core::Store;
 use backstop_core::store::BoxFuture;
+use backstop_core::store::Tasks;
 use backstop_store_sqlite::SqliteStore;
 use backstop_store_tests::outbox::{self, App, AppTx, Optional};
 use jiff::SignedDuration;

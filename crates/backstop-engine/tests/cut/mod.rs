@@ -57,41 +57,27 @@ impl Cut {
     }
 }
 
-impl Store for Cut {
+impl Migrations for Cut {
     fn migrate(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.gate(self.inner.migrate())
     }
+
     fn check_writable(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         self.gate(self.inner.check_writable())
     }
+}
+
+impl Enqueue for Cut {
     fn enqueue(&self, p: EnqueueParams) -> BoxFuture<'_, Result<Vec<EnqueueResult>, StoreError>> {
         self.gate(self.inner.enqueue(p))
     }
-    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
-        self.gate(self.inner.claim(p))
-    }
-    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
-        self.writes.lock().unwrap().push(Write {
-            outcomes: p.completions.len(),
-            starts: p.starts.as_ref().map_or(0, |s| s.tasks.len()),
-        });
-        self.gate(self.inner.complete(p))
-    }
-    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
-        self.gate(self.inner.heartbeat(p))
-    }
-    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
-        self.gate(self.inner.rescue(p))
-    }
-    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        self.gate(self.inner.expire(p))
-    }
-    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        self.gate(self.inner.release(p))
-    }
+}
+
+impl Tasks for Cut {
     fn get(&self, id: TaskId) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
         self.gate(self.inner.get(id))
     }
+
     fn get_by_key<'a>(
         &'a self,
         kind: &'a str,
@@ -99,94 +85,163 @@ impl Store for Cut {
     ) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
         self.gate(self.inner.get_by_key(kind, key))
     }
+
     fn timeline(&self, id: TaskId) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
         self.gate(self.inner.timeline(id))
     }
+
     fn list(&self, p: ListParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         self.gate(self.inner.list(p))
     }
-    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        self.gate(self.inner.retry(p))
-    }
-    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        self.gate(self.inner.resolve(p))
-    }
-    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        self.gate(self.inner.cancel(p))
-    }
+
     fn counts<'a>(
         &'a self,
         kind: Option<&'a str>,
     ) -> BoxFuture<'a, Result<StatusCounts, StoreError>> {
         self.gate(self.inner.counts(kind))
     }
+
+    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        self.gate(self.inner.scan(p))
+    }
+
+    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        self.gate(self.inner.tasks_by_keys(p))
+    }
+}
+
+impl Leases for Cut {
+    fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        self.gate(self.inner.claim(p))
+    }
+
+    fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
+        self.writes.lock().unwrap().push(Write {
+            outcomes: p.completions.len(),
+            starts: p.starts.as_ref().map_or(0, |s| s.tasks.len()),
+        });
+        self.gate(self.inner.complete(p))
+    }
+
+    fn heartbeat(&self, p: HeartbeatParams) -> BoxFuture<'_, Result<Vec<LeaseRef>, StoreError>> {
+        self.gate(self.inner.heartbeat(p))
+    }
+
+    fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.release(p))
+    }
+}
+
+impl Rescue for Cut {
+    fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
+        self.gate(self.inner.rescue(p))
+    }
+
+    fn expire(&self, p: ExpireParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.expire(p))
+    }
+}
+
+impl ManualActions for Cut {
+    fn retry(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.retry(p))
+    }
+
+    fn resolve(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.resolve(p))
+    }
+
+    fn cancel(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.cancel(p))
+    }
+
+    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
+        self.gate(self.inner.redrive(p))
+    }
+}
+
+impl Cluster for Cut {
     fn acquire_leadership(
         &self,
         p: LeadershipParams,
     ) -> BoxFuture<'_, Result<Leadership, StoreError>> {
         self.gate(self.inner.acquire_leadership(p))
     }
+
     fn resign_leadership(&self, p: ResignParams) -> BoxFuture<'_, Result<bool, StoreError>> {
         self.gate(self.inner.resign_leadership(p))
     }
+
+    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.beat(p))
+    }
+
+    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
+        self.gate(self.inner.beats(prefix))
+    }
+
+    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.gate(self.inner.forget_beats(p))
+    }
+}
+
+impl Backlog for Cut {
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
+        self.gate(self.inner.backlog(p))
+    }
+
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
+        self.gate(self.inner.audit_page(p))
+    }
+}
+
+impl Retention for Cut {
     fn prune(&self, p: PruneParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.gate(self.inner.prune(p))
     }
-    fn redrive(&self, p: ManualParams) -> BoxFuture<'_, Result<Task, StoreError>> {
-        self.gate(self.inner.redrive(p))
-    }
-    fn scan(&self, p: ScanParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        self.gate(self.inner.scan(p))
-    }
-    fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
-        self.gate(self.inner.tasks_by_keys(p))
-    }
+}
+
+impl Statements for Cut {
     fn record_statement_run(&self, run: StatementRun) -> BoxFuture<'_, Result<(), StoreError>> {
         self.gate(self.inner.record_statement_run(run))
     }
+
     fn statement_runs(
         &self,
         p: StatementRunsParams,
     ) -> BoxFuture<'_, Result<Vec<StatementRun>, StoreError>> {
         self.gate(self.inner.statement_runs(p))
     }
+
     fn statement_run<'a>(
         &'a self,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<StatementRun>, StoreError>> {
         self.gate(self.inner.statement_run(id))
     }
-    fn beat(&self, p: BeatParams) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.gate(self.inner.beat(p))
-    }
-    fn beats<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<Beat>, StoreError>> {
-        self.gate(self.inner.beats(prefix))
-    }
-    fn forget_beats(&self, p: ForgetBeatsParams) -> BoxFuture<'_, Result<u64, StoreError>> {
-        self.gate(self.inner.forget_beats(p))
-    }
-    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
-        self.gate(self.inner.backlog(p))
-    }
-    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
-        self.gate(self.inner.audit_page(p))
-    }
+}
+
+impl Entities for Cut {
     fn transition_entity(
         &self,
         p: TransitionParams,
     ) -> BoxFuture<'_, Result<TransitionOutcome, StoreError>> {
         self.gate(self.inner.transition_entity(p))
     }
+
     fn entity(&self, p: EntityParams) -> BoxFuture<'_, Result<Option<EntityHistory>, StoreError>> {
         self.gate(self.inner.entity(p))
     }
+}
 
+impl Callbacks for Cut {
     fn record_callback(
         &self,
         p: RecordCallbackParams,
     ) -> BoxFuture<'_, Result<RecordedCallback, StoreError>> {
         self.gate(self.inner.record_callback(p))
     }
+
     fn list_callbacks(
         &self,
         p: ListCallbacksParams,
@@ -194,3 +249,5 @@ impl Store for Cut {
         self.gate(self.inner.list_callbacks(p))
     }
 }
+
+impl WorkWatch for Cut {}

@@ -5,7 +5,8 @@
 #![allow(dead_code)] // Each test file uses its own part.
 
 use crate::common::SchemaGuard;
-use backstop_core::{KindConfig, Outcome, Store};
+use backstop_core::store::Tasks;
+use backstop_core::{KindConfig, Outcome};
 use backstop_engine::{Engine, EngineOptions, handler};
 use backstop_store_postgres::{PostgresOptions, PostgresStore};
 use sqlx::{Connection, PgConnection};

@@ -1,73 +1,29 @@
-//! What the reconciler and `backstop doctor` read and write about the ledger as a whole:
-//! beats, the backlog per kind, and pages for the conservation audit.
+//! What the reconciler and `backstop doctor` read about the ledger as a whole: the backlog
+//! per kind, and pages for the conservation audit (the [`Backlog`] impl).
 
+use crate::SqliteStore;
 use crate::db_err;
 use crate::read::timeline_on;
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id, task, task_columns};
 use backstop_core::StoreError;
 use backstop_core::store::{
-    AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
+    AuditPage, AuditParams, Backlog, BacklogParams, BoxFuture, KindBacklog,
 };
+use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Row, SqliteConnection};
 
-pub(crate) async fn beat(conn: &mut SqliteConnection, p: &BeatParams) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO backstop_beats (name, owner, at, detail) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (name) DO UPDATE
-         SET owner = excluded.owner, at = excluded.at, detail = excluded.detail",
-    )
-    .bind(&p.name)
-    .bind(&p.owner)
-    .bind(to_ms(p.at))
-    .bind(&p.detail)
-    .execute(conn)
-    .await
-    .map_err(db_err)?;
-    Ok(())
+impl Backlog for SqliteStore {
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
+        Box::pin(async move { backlog(&self.inner.readers, &p).await })
+    }
+
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
+        Box::pin(async move { audit_page(&self.inner.readers, &p).await })
+    }
 }
 
-pub(crate) async fn beats(pool: &SqlitePool, prefix: &str) -> Result<Vec<Beat>, StoreError> {
-    // substr, not LIKE: names may hold `%` or `_`.
-    let rows = sqlx::query(
-        "SELECT name, owner, at, detail FROM backstop_beats
-         WHERE substr(name, 1, length(?1)) = ?1 ORDER BY name",
-    )
-    .bind(prefix)
-    .fetch_all(pool)
-    .await
-    .map_err(db_err)?;
-    Ok(rows
-        .iter()
-        .map(|r| Beat {
-            name: r.get("name"),
-            owner: r.get("owner"),
-            at: from_ms(r.get("at")),
-            detail: r.get("detail"),
-        })
-        .collect())
-}
-
-pub(crate) async fn forget_beats(
-    conn: &mut SqliteConnection,
-    p: &ForgetBeatsParams,
-) -> Result<u64, StoreError> {
-    let done = sqlx::query(
-        "DELETE FROM backstop_beats WHERE substr(name, 1, length(?1)) = ?1 AND at < ?2",
-    )
-    .bind(&p.prefix)
-    .bind(to_ms(p.before))
-    .execute(conn)
-    .await
-    .map_err(db_err)?;
-    Ok(done.rows_affected())
-}
-
-pub(crate) async fn backlog(
-    pool: &SqlitePool,
-    p: &BacklogParams,
-) -> Result<Vec<KindBacklog>, StoreError> {
+async fn backlog(pool: &SqlitePool, p: &BacklogParams) -> Result<Vec<KindBacklog>, StoreError> {
     let now = to_ms(p.now);
     let overdue_before = to_ms(p.overdue_before);
     // Both walk a partial index (due: pending rows by kind and run_at; leased: running rows).
@@ -121,10 +77,7 @@ pub(crate) async fn backlog(
     Ok(out)
 }
 
-pub(crate) async fn audit_page(
-    pool: &SqlitePool,
-    p: &AuditParams,
-) -> Result<backstop_core::store::AuditPage, StoreError> {
+async fn audit_page(pool: &SqlitePool, p: &AuditParams) -> Result<AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
     // One read transaction: the page and every timeline come from one snapshot (WAL), so a
     // claim or completion committing meanwhile cannot make a healthy task look inconsistent.

@@ -1,27 +1,17 @@
-//! What the reconciler and `backstop doctor` read and write about the ledger as a whole:
-//! beats, the backlog per kind, and pages for the conservation audit.
+//! What the reconciler and `backstop doctor` read about the ledger as a whole: the backlog
+//! per kind, and pages for the conservation audit (the [`Backlog`] impl).
 
-use crate::Db;
 use crate::read::{assemble, event};
-use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, opt_time, parse_id, task, text, to_ms};
+use crate::row::{TASK_COLUMNS, col, id_bytes, opt_time, parse_id, task, text, to_ms};
 use crate::tx::db_err;
+use crate::{Db, MysqlStore};
 use backstop_core::StoreError;
 use backstop_core::store::{
-    AuditParams, BacklogParams, Beat, BeatParams, ForgetBeatsParams, KindBacklog,
+    AuditPage, AuditParams, Backlog, BacklogParams, BoxFuture, KindBacklog,
 };
 use backstop_core::{Event, TaskId};
 use sqlx::{Connection, MySql, QueryBuilder};
 use std::collections::HashMap;
-
-const BEAT: &str = "
-INSERT INTO {beats} (name, owner, at, detail) VALUES (?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE owner = VALUES(owner), at = VALUES(at), detail = VALUES(detail)";
-
-// LEFT(), not LIKE: names may hold `%` or `_`.
-const BEATS: &str = "
-SELECT name, owner, at, detail FROM {beats} WHERE LEFT(name, CHAR_LENGTH(?)) = ? ORDER BY name";
-
-const FORGET: &str = "DELETE FROM {beats} WHERE LEFT(name, CHAR_LENGTH(?)) = ? AND at < ?";
 
 /// Pending rows per kind, through the `(status, kind, run_at)` index.
 const PENDING: &str = "
@@ -34,63 +24,17 @@ const RUNNING: &str = "SELECT kind, COUNT(*) AS n FROM {tasks} WHERE status = 1 
 const SAMPLE: &str = "
 SELECT id FROM {tasks} WHERE status = 0 AND kind = ? AND run_at < ? ORDER BY run_at LIMIT ?";
 
-/// The readiness write probe: a beat row, rolled back.
-const PROBE: &str = "INSERT IGNORE INTO {beats} (name, owner, at, detail) VALUES ('backstop.write-probe', '', 0, '')";
+impl Backlog for MysqlStore {
+    fn backlog(&self, p: BacklogParams) -> BoxFuture<'_, Result<Vec<KindBacklog>, StoreError>> {
+        Box::pin(async move { backlog(&self.db, &p).await })
+    }
 
-/// Takes a connection and writes a row in a transaction that is rolled back: fails as a
-/// write would on a server that is away, read-only or refusing connections.
-pub(crate) async fn check_writable(db: &Db) -> Result<(), StoreError> {
-    let mut tx = db.pool.begin().await.map_err(db_err)?;
-    sqlx::query(db.tables.q(PROBE))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    tx.rollback().await.map_err(db_err)
+    fn audit_page(&self, p: AuditParams) -> BoxFuture<'_, Result<AuditPage, StoreError>> {
+        Box::pin(async move { audit_page(&self.db, &p).await })
+    }
 }
 
-pub(crate) async fn beat(db: &Db, p: &BeatParams) -> Result<(), StoreError> {
-    sqlx::query(db.tables.q(BEAT))
-        .bind(&p.name)
-        .bind(&p.owner)
-        .bind(to_ms(p.at))
-        .bind(&p.detail)
-        .execute(&db.pool)
-        .await
-        .map_err(db_err)?;
-    Ok(())
-}
-
-pub(crate) async fn beats(db: &Db, prefix: &str) -> Result<Vec<Beat>, StoreError> {
-    let rows = sqlx::query(db.tables.q(BEATS))
-        .bind(prefix)
-        .bind(prefix)
-        .fetch_all(&db.pool)
-        .await
-        .map_err(db_err)?;
-    rows.iter()
-        .map(|r| {
-            Ok(Beat {
-                name: col(r, "name")?,
-                owner: col(r, "owner")?,
-                at: from_ms(col(r, "at")?),
-                detail: col(r, "detail")?,
-            })
-        })
-        .collect()
-}
-
-pub(crate) async fn forget_beats(db: &Db, p: &ForgetBeatsParams) -> Result<u64, StoreError> {
-    let done = sqlx::query(db.tables.q(FORGET))
-        .bind(&p.prefix)
-        .bind(&p.prefix)
-        .bind(to_ms(p.before))
-        .execute(&db.pool)
-        .await
-        .map_err(db_err)?;
-    Ok(done.rows_affected())
-}
-
-pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklog>, StoreError> {
+async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklog>, StoreError> {
     let overdue_before = to_ms(p.overdue_before);
     let pending = sqlx::query(db.tables.q(PENDING))
         .bind(to_ms(p.now))
@@ -132,10 +76,7 @@ pub(crate) async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklo
     Ok(out)
 }
 
-pub(crate) async fn audit_page(
-    db: &Db,
-    p: &AuditParams,
-) -> Result<backstop_core::store::AuditPage, StoreError> {
+async fn audit_page(db: &Db, p: &AuditParams) -> Result<AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
     let sql = format!(
         "SELECT {TASK_COLUMNS}, att_started_at, att_ended_at, att_outcome, att_error, \
