@@ -12,9 +12,10 @@ use crate::context::{AlertHub, Kind};
 use crate::executor::Executor;
 use crate::held::Held;
 use crate::inflight::InFlight;
+use backstop_core::Clock;
 use backstop_core::decide::{decide, expired};
+use backstop_core::store::Leases;
 use backstop_core::store::{ClaimedTask, Completion, LeaseRef};
-use backstop_core::{Clock, Store};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
@@ -23,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 /// and the completer's inbox.
 #[derive(Clone)]
 pub(crate) struct Slot {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Leases>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) owner: Arc<str>,
     pub(crate) alerts: AlertHub,

@@ -11,9 +11,10 @@
 
 use crate::context::{AlertHub, Context};
 use crate::options::EngineOptions;
+use backstop_core::Clock;
 use backstop_core::clock::add;
+use backstop_core::store::Leases;
 use backstop_core::store::{CompleteParams, Completion, LeaseRef, StartParams, StartTask};
-use backstop_core::{Clock, Store};
 use jiff::Timestamp;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -58,7 +59,7 @@ pub(crate) struct DeadLetter {
 
 /// The loop that writes outcomes and starts, with what it uses.
 pub(crate) struct Completer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Leases>,
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
     alerts: AlertHub,
@@ -188,6 +189,7 @@ fn announce(alerts: &AlertHub, written: &[Finished], stale: &[LeaseRef]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backstop_core::Store;
     use backstop_core::store::{ClaimParams, EnqueueParams};
     use backstop_core::{AttemptOutcome, NewTask, Status, SystemClock, TaskId};
     use backstop_store_sqlite::SqliteStore;

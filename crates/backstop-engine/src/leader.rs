@@ -11,8 +11,9 @@
 use crate::context::Context;
 use crate::options::EngineOptions;
 use backstop_core::clock::add;
+use backstop_core::store::Cluster;
 use backstop_core::store::{Leadership, LeadershipParams, ResignParams};
-use backstop_core::{Clock, Store, StoreError};
+use backstop_core::{Clock, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -29,7 +30,7 @@ struct Standing {
 
 /// The leadership loop, with what it uses.
 pub(crate) struct Leader {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Cluster>,
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
     /// How long a granted lease lasts, and how often it is renewed.
@@ -151,6 +152,7 @@ fn margin(lease: Duration, renew: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backstop_core::Store;
     use backstop_core::SystemClock;
     use backstop_store_sqlite::SqliteStore;
 

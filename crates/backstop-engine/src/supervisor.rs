@@ -77,7 +77,7 @@ impl Engine {
             dispatchers.push(tokio::spawn(d.run(stop_rx.clone())));
         }
         drop(done_tx);
-        let wakeups = wakeups::spawn(&ctx.store, Arc::downgrade(&ctx.kinds));
+        let wakeups = wakeups::spawn(&*ctx.store, Arc::downgrade(&ctx.kinds));
         tracing::info!(
             worker = %ctx.owner,
             push_or_in_process = ctx.kinds.delivered_by(Delivery::Dispatched).count(),

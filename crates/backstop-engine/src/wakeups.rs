@@ -7,7 +7,7 @@
 
 use crate::context::Kinds;
 use crate::metrics;
-use backstop_core::Store;
+use backstop_core::store::WorkWatch;
 use backstop_core::store::{WorkSignal, WorkSink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 /// Starts the store's work watch, if it has one; abort the handle to stop it.
 /// The registry is held weakly: the store keeps the sink, and must not keep the kinds alive.
-pub(crate) fn spawn(store: &Arc<dyn Store>, kinds: Weak<Kinds>) -> Option<JoinHandle<()>> {
+pub(crate) fn spawn(store: &dyn WorkWatch, kinds: Weak<Kinds>) -> Option<JoinHandle<()>> {
     let connected_before = AtomicBool::new(false);
     let sink: WorkSink = Arc::new(move |signal| {
         let Some(kinds) = kinds.upgrade() else {

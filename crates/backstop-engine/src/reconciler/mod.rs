@@ -21,7 +21,8 @@ use crate::context::{AlertHub, Context, Kinds};
 use crate::options::EngineOptions;
 use backstop_core::audit::{Drift, audit};
 use backstop_core::store::{AuditParams, BacklogParams, BeatParams, KindBacklog};
-use backstop_core::{Clock, Store, StoreError, TaskId};
+use backstop_core::store::{Backlog as BacklogStore, Cluster, Rescue};
+use backstop_core::{Clock, StoreError, TaskId};
 use jiff::{SignedDuration, Timestamp};
 use overdue::Overdue;
 use serde::{Deserialize, Serialize};
@@ -96,7 +97,12 @@ impl PassReport {
 
 /// The reconciler's loop, with what it uses.
 pub(crate) struct Reconciler {
-    store: Arc<dyn Store>,
+    /// Rescues expired leases and compensates expired tasks.
+    rescue: Arc<dyn Rescue>,
+    /// Reads the backlog and pages of the ledger to audit.
+    ledger: Arc<dyn BacklogStore>,
+    /// Reads the processes' beats and records the reconciler's own.
+    cluster: Arc<dyn Cluster>,
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
     /// The configured kinds, to say why a kind's work is overdue.
@@ -114,7 +120,9 @@ pub(crate) struct Reconciler {
 impl Reconciler {
     pub(crate) fn new(ctx: &Context, opts: &EngineOptions, leading: watch::Receiver<bool>) -> Self {
         Reconciler {
-            store: ctx.store.clone(),
+            rescue: ctx.store.clone(),
+            ledger: ctx.store.clone(),
+            cluster: ctx.store.clone(),
             clock: ctx.clock.clone(),
             owner: ctx.owner.clone(),
             kinds: ctx.kinds.clone(),
@@ -153,7 +161,7 @@ impl Reconciler {
 
     /// The last recorded pass, by any process.
     pub(crate) async fn last_pass(&self) -> Option<PassReport> {
-        let beats = self.store.beats(RECONCILER_BEAT).await.ok()?;
+        let beats = self.cluster.beats(RECONCILER_BEAT).await.ok()?;
         let b = beats.into_iter().find(|b| b.name == RECONCILER_BEAT)?;
         PassReport::from_detail(&b.detail)
     }
@@ -171,7 +179,7 @@ impl Reconciler {
             ..PassReport::default()
         };
         let duty = rescue::Duty {
-            store: &*self.store,
+            store: &*self.rescue,
             clock: &*self.clock,
             alerts: &self.alerts,
             leading,
@@ -192,7 +200,7 @@ impl Reconciler {
             r.backlog.iter().map(|b| (b.kind.as_str(), b.overdue)),
         );
         if *leading.borrow() {
-            let beat = self.store.beat(BeatParams {
+            let beat = self.cluster.beat(BeatParams {
                 name: RECONCILER_BEAT.into(),
                 owner: self.owner.to_string(),
                 at: self.clock.now(),
@@ -213,7 +221,7 @@ impl Reconciler {
     ) {
         let threshold = SignedDuration::try_from(self.overdue_after).unwrap_or_default();
         let backlog = self
-            .store
+            .ledger
             .backlog(BacklogParams {
                 now,
                 overdue_before: now - threshold,
@@ -227,7 +235,7 @@ impl Reconciler {
                 return;
             }
         };
-        let nodes = nodes::live(&*self.store, self.node_beat, now).await;
+        let nodes = nodes::live(&*self.cluster, self.node_beat, now).await;
         r.overdue = overdue::judge(&backlog, &nodes, self.kinds.configs(), now - threshold);
         r.backlog = backlog.iter().map(Backlog::from).collect();
         let before = |kind: &str| {
@@ -257,7 +265,7 @@ impl Reconciler {
 
     async fn audit_page(&self, r: &mut PassReport) {
         let page = self
-            .store
+            .ledger
             .audit_page(AuditParams {
                 after: r.audit_cursor,
                 limit: self.audit_batch,
@@ -303,6 +311,7 @@ fn step(errors: &mut Vec<String>, what: &str, r: Result<u64, StoreError>) -> u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backstop_core::Store;
     use backstop_core::clock::add;
     use backstop_core::store::{ClaimParams, EnqueueParams};
     use backstop_core::{KindConfig, ManualClock, NewTask, Status, Target};
@@ -348,7 +357,9 @@ mod tests {
         clock.advance(Duration::from_secs(11));
         let alerts = AlertHub::new(["k"].into_iter());
         let r = Reconciler {
-            store: store.clone(),
+            rescue: store.clone(),
+            ledger: store.clone(),
+            cluster: store.clone(),
             clock: clock.clone(),
             owner: "me".into(),
             kinds: Arc::new(Kinds::new(vec![KindConfig::new("k", Target::Pull)])),

@@ -6,9 +6,10 @@
 use crate::alerts::event::{AlertEvent, AlertName};
 use crate::context::{AlertHub, Context, Delivery, Kinds};
 use crate::options::EngineOptions;
+use backstop_core::Clock;
 use backstop_core::clock::add;
+use backstop_core::store::Cluster;
 use backstop_core::store::{Beat, BeatParams, ForgetBeatsParams};
-use backstop_core::{Clock, Store};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -67,7 +68,7 @@ impl NodeBeat {
 
 /// A process's beat loop, with what it uses.
 pub(crate) struct Nodes {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Cluster>,
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
     /// The kinds this process serves, as its beat describes them.
@@ -189,7 +190,7 @@ impl Nodes {
 const LIVE_BEATS: i32 = 3;
 
 /// The processes whose beat (every `every`) is fresh at `now`.
-pub(crate) async fn live(store: &dyn Store, every: Duration, now: Timestamp) -> Vec<NodeBeat> {
+pub(crate) async fn live(store: &dyn Cluster, every: Duration, now: Timestamp) -> Vec<NodeBeat> {
     let every = SignedDuration::try_from(every).unwrap_or(SignedDuration::MAX);
     let fresh_since = now - every * LIVE_BEATS;
     match store.beats(NODE_PREFIX).await {

@@ -4,15 +4,16 @@
 
 use crate::alerts::event::{AlertEvent, AlertName};
 use crate::context::AlertHub;
+use backstop_core::store::Rescue;
 use backstop_core::store::{ExpireParams, RescueParams};
-use backstop_core::{Clock, Status, Store, StoreError};
+use backstop_core::{Clock, Status, StoreError};
 use tokio::sync::watch;
 
 const BATCH: usize = 1000;
 
 /// The leader's lease duties, with what they use.
 pub(crate) struct Duty<'a> {
-    pub(crate) store: &'a dyn Store,
+    pub(crate) store: &'a dyn Rescue,
     pub(crate) clock: &'a dyn Clock,
     pub(crate) alerts: &'a AlertHub,
     pub(crate) leading: &'a watch::Receiver<bool>,
