@@ -29,6 +29,7 @@ mod read;
 mod rescue;
 mod retention;
 mod row;
+mod scratch;
 mod shapes;
 mod start;
 mod statement_runs;
@@ -37,6 +38,7 @@ mod tx;
 mod watch;
 
 pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, MysqlOptions};
+pub use scratch::ScratchPrefix;
 pub use tables::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 
 use backstop_core::group_commit::{self, GroupCommit};
