@@ -28,12 +28,14 @@ mod read;
 mod retention;
 mod row;
 mod schema;
+mod scratch;
 mod start;
 mod statement_runs;
 mod types;
 mod watch;
 
 pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
+pub use scratch::ScratchSchema;
 
 use backstop_core::group_commit::{self, GroupCommit};
 use backstop_core::store::*;
