@@ -2,19 +2,12 @@
 //! with an in-process handler; `http` measures the HTTP API and push delivery on loopback;
 //! `hooks` measures inbound callbacks (latency at a fixed rate, sustained throughput).
 
-#[path = "bench_hooks.rs"]
 mod hooks;
-#[path = "bench_http.rs"]
 mod http;
-#[path = "bench_ledger.rs"]
 mod ledger;
-#[path = "bench_load.rs"]
 mod load;
-#[path = "bench_reconciler.rs"]
 mod reconciler;
-#[path = "bench_sink.rs"]
 mod sink;
-#[path = "bench_statement.rs"]
 mod statement;
 
 use super::Ctx;
