@@ -6,6 +6,8 @@ mod hooks;
 mod http;
 mod ledger;
 mod load;
+mod place;
+mod prefill;
 mod reconciler;
 mod sink;
 mod statement;
@@ -13,7 +15,6 @@ mod statement;
 use super::Ctx;
 use crate::cli::{BenchArgs, BenchCommand};
 use anyhow::Result;
-use std::path::PathBuf;
 
 /// Runs `engine` on a task of its own until the returned sender fires (or is dropped); the
 /// handle ends when the engine has stopped.
@@ -49,27 +50,5 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Hooks(h)) => hooks::run(h).await,
         Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
         Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
-    }
-}
-
-/// A fresh directory for a bench's database, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("backstop-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(TempDir(dir))
-    }
-
-    /// The URL of a SQLite database inside the directory.
-    fn sqlite_url(&self) -> String {
-        format!("sqlite://{}", self.0.join("bench.db").display())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
