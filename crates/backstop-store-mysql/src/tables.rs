@@ -4,8 +4,9 @@
 use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
-/// `backstop_leaders`, `backstop_beats`, `backstop_entities`, `backstop_entity_events`,
-/// `backstop_entity_decisions`, `backstop_callbacks`, `backstop_schema`.
+/// `backstop_leaders`, `backstop_beats`, `backstop_statement_runs`, `backstop_entities`,
+/// `backstop_entity_events`, `backstop_entity_decisions`, `backstop_callbacks`,
+/// `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
