@@ -1,8 +1,11 @@
 //! Where a scenario's ledger lives: a fresh SQLite file, PostgreSQL schema or MySQL/MariaDB
-//! table prefix, dropped afterwards; and the database-side faults (backend kills, a server
-//! restart), run through the servers' own command-line clients.
+//! table prefix, dropped afterwards (the server ones made and dropped through the store
+//! crates' scratch API, which knows what the migrations create); and the database-side faults
+//! (backend kills, a server restart), run through the servers' own command-line tools.
 
 use anyhow::{Context, bail};
+use backstop_store_mysql::ScratchPrefix;
+use backstop_store_postgres::ScratchSchema;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,68 +38,71 @@ pub struct Servers {
 /// One scenario's ledger.
 #[derive(Clone, Debug)]
 pub struct Database {
-    pub backend: Backend,
     /// The server URL without backstop's own parameters (PostgreSQL, MySQL), or the file.
     base: String,
     /// The schema, the table prefix, or the file path; also the `application_name` of
     /// backstop's PostgreSQL connections, which is how the backend kills find them.
     pub name: String,
     file: Option<PathBuf>,
+    scratch: Option<Scratch>,
+}
+
+/// The store crate's scratch ledger behind a server-backed [`Database`].
+#[derive(Clone, Debug)]
+enum Scratch {
+    Postgres(ScratchSchema),
+    Mysql(ScratchPrefix),
 }
 
 impl Database {
     /// A fresh ledger for `backend` (in `dir` for SQLite); `Err` with the reason when its
     /// server is not configured.
     pub fn new(backend: Backend, servers: &Servers, dir: &Path) -> anyhow::Result<Database> {
-        let unique = format!("chaos_{:016x}", rand::random::<u64>());
-        let (base, file) = match backend {
+        let (base, file, scratch) = match backend {
             Backend::Sqlite => {
                 let file = dir.join("ledger.db");
-                (file.display().to_string(), Some(file))
+                (file.display().to_string(), Some(file), None)
             }
-            Backend::Postgres => (
-                servers
+            Backend::Postgres => {
+                let base = servers
                     .postgres
                     .clone()
-                    .context("no PostgreSQL: set BACKSTOP_TEST_POSTGRES_URL or --postgres-url")?,
-                None,
-            ),
-            Backend::Mysql => (
-                servers
+                    .context("no PostgreSQL: set BACKSTOP_TEST_POSTGRES_URL or --postgres-url")?;
+                let scratch = ScratchSchema::new(&base, "chaos")?;
+                (base, None, Some(Scratch::Postgres(scratch)))
+            }
+            Backend::Mysql => {
+                let base = servers
                     .mysql
                     .clone()
-                    .context("no MySQL/MariaDB: set BACKSTOP_TEST_MYSQL_URL or --mysql-url")?,
-                None,
-            ),
+                    .context("no MySQL/MariaDB: set BACKSTOP_TEST_MYSQL_URL or --mysql-url")?;
+                let scratch = ScratchPrefix::new(&base, "chaos")?;
+                (base, None, Some(Scratch::Mysql(scratch)))
+            }
         };
-        let name = match backend {
-            Backend::Mysql => format!("{unique}_"),
-            _ => unique,
+        let name = match &scratch {
+            None => base.clone(),
+            Some(Scratch::Postgres(s)) => s.name().to_string(),
+            Some(Scratch::Mysql(s)) => s.prefix().to_string(),
         };
         Ok(Database {
-            backend,
             base,
             name,
             file,
+            scratch,
         })
     }
 
     /// The `--database` URL backstop opens; `max_page_count` limits a SQLite file's size.
     pub fn url(&self, max_page_count: Option<u32>) -> String {
-        let sep = |b: &str| if b.contains('?') { '&' } else { '?' };
-        match self.backend {
-            Backend::Sqlite => match max_page_count {
+        match &self.scratch {
+            None => match max_page_count {
                 Some(n) => format!("sqlite://{}?max_page_count={n}", self.base),
                 None => format!("sqlite://{}", self.base),
             },
-            Backend::Postgres => format!(
-                "{}{}schema={}&application_name={}",
-                self.base,
-                sep(&self.base),
-                self.name,
-                self.name
-            ),
-            Backend::Mysql => format!("{}{}prefix={}", self.base, sep(&self.base), self.name),
+            // The scratch URL already has a query (`schema=`).
+            Some(Scratch::Postgres(s)) => format!("{}&application_name={}", s.url(), self.name),
+            Some(Scratch::Mysql(s)) => s.url(),
         }
     }
 
@@ -113,9 +119,9 @@ impl Database {
     }
 
     /// Drops what the scenario made (best effort: leftovers are only clutter).
-    pub fn drop_all(&self) {
-        let done = match self.backend {
-            Backend::Sqlite => {
+    pub async fn drop_all(&self) {
+        let done = match &self.scratch {
+            None => {
                 if let Some(f) = &self.file {
                     for suffix in ["", "-wal", "-shm"] {
                         let _ = std::fs::remove_file(format!("{}{suffix}", f.display()));
@@ -123,12 +129,8 @@ impl Database {
                 }
                 Ok(())
             }
-            Backend::Postgres => psql(
-                &self.base,
-                &format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name),
-            )
-            .map(|_| ()),
-            Backend::Mysql => drop_mysql_prefix(&self.base, &self.name),
+            Some(Scratch::Postgres(s)) => s.drop_all().await,
+            Some(Scratch::Mysql(s)) => s.drop_all().await,
         };
         if let Err(e) = done {
             eprintln!("chaos: could not drop {}: {e:#}", self.name);
@@ -167,55 +169,4 @@ fn psql(url: &str, sql: &str) -> anyhow::Result<String> {
         bail!("psql: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// `mysql://user[:password]@host[:port]/db` as the `mariadb` client's arguments.
-fn mysql_args(url: &str) -> anyhow::Result<Vec<String>> {
-    let rest = url
-        .strip_prefix("mysql://")
-        .context("expected a mysql:// URL")?;
-    let rest = rest.split('?').next().unwrap_or(rest);
-    let (auth, hostdb) = rest.rsplit_once('@').unwrap_or(("root", rest));
-    let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
-    let (hostport, db) = hostdb.split_once('/').unwrap_or((hostdb, ""));
-    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
-    let mut args = vec![
-        format!("--host={host}"),
-        format!("--port={port}"),
-        format!("--user={user}"),
-    ];
-    if !password.is_empty() {
-        args.push(format!("--password={password}"));
-    }
-    args.push(db.to_string());
-    Ok(args)
-}
-
-fn mariadb(url: &str, sql: &str) -> anyhow::Result<String> {
-    let out = Command::new("mariadb")
-        .args(mysql_args(url)?)
-        .args(["-N", "-B", "-e", sql])
-        .output()
-        .context("cannot run the mariadb client (the MariaDB scenarios need it)")?;
-    if !out.status.success() {
-        bail!("mariadb: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn drop_mysql_prefix(url: &str, prefix: &str) -> anyhow::Result<()> {
-    // The prefix is `chaos_` and hex: only the underscores need escaping in LIKE.
-    let pattern = format!("{}%", prefix.replace('_', "\\\\_"));
-    let tables = mariadb(
-        url,
-        &format!(
-            "SELECT table_name FROM information_schema.tables \
-             WHERE table_schema = DATABASE() AND table_name LIKE '{pattern}'"
-        ),
-    )?;
-    let tables: Vec<&str> = tables.lines().filter(|l| !l.is_empty()).collect();
-    if !tables.is_empty() {
-        mariadb(url, &format!("DROP TABLE IF EXISTS {}", tables.join(", ")))?;
-    }
-    Ok(())
 }

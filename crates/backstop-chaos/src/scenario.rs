@@ -53,7 +53,7 @@ pub async fn run(s: &Scenario, ctx: &Context) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Skipped(why));
     }
     let result = run_on(s, ctx, &db, dir.path().to_path_buf()).await;
-    db.drop_all();
+    db.drop_all().await;
     if ctx.keep {
         let kept = dir.keep();
         eprintln!("chaos: {} kept in {}", s.name, kept.display());

@@ -8,10 +8,13 @@
 //! a slot idle until it lands) cut push delivery to 0.20× its raw ceiling, from 0.49×.
 
 use crate::completer::{DeadLetter, Finished, HeldStart, StartRequest, Write};
-use crate::dispatcher::KindRuntime;
-use crate::engine::Shared;
+use crate::context::{AlertHub, Kind};
+use crate::executor::Executor;
 use crate::held::Held;
+use crate::inflight::InFlight;
+use backstop_core::Clock;
 use backstop_core::decide::{decide, expired};
+use backstop_core::store::Leases;
 use backstop_core::store::{ClaimedTask, Completion, LeaseRef};
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,8 +24,14 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 /// and the completer's inbox.
 #[derive(Clone)]
 pub(crate) struct Slot {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) kind: Arc<KindRuntime>,
+    pub(crate) store: Arc<dyn Leases>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) alerts: AlertHub,
+    /// The leases this process holds: an attempt is heartbeaten while it is in here.
+    pub(crate) inflight: Arc<InFlight>,
+    pub(crate) kind: Arc<Kind>,
+    pub(crate) executor: Arc<Executor>,
     pub(crate) held: Arc<Held>,
     pub(crate) done: mpsc::Sender<Write>,
 }
@@ -36,7 +45,7 @@ pub(crate) fn lease_of(t: &ClaimedTask) -> LeaseRef {
 }
 
 /// A held task's start, for the completer.
-pub(crate) fn held_start(kind: &KindRuntime, t: &ClaimedTask) -> HeldStart {
+pub(crate) fn held_start(kind: &Kind, t: &ClaimedTask) -> HeldStart {
     HeldStart {
         lease: lease_of(t),
         run_at: t.run_at,
@@ -48,7 +57,7 @@ pub(crate) fn held_start(kind: &KindRuntime, t: &ClaimedTask) -> HeldStart {
 /// in-flight registry (registered when it was claimed).
 pub(crate) fn spawn(slot: Slot, task: ClaimedTask, permit: OwnedSemaphorePermit) {
     let lease = lease_of(&task);
-    let inflight = slot.shared.inflight.clone();
+    let inflight = slot.inflight.clone();
     let handle = tokio::spawn(async move {
         let finished = run(&slot, task).await;
         hand_off(slot, lease, finished, permit).await;
@@ -58,10 +67,10 @@ pub(crate) fn spawn(slot: Slot, task: ClaimedTask, permit: OwnedSemaphorePermit)
 
 /// Runs the attempt (or finds the task past its validity) and decides what it leads to.
 async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
-    let (shared, kind) = (&slot.shared, &slot.kind);
+    let kind = &slot.kind;
     let cfg = &kind.config;
     let lease = lease_of(&task);
-    let started_at = shared.clock.now();
+    let started_at = slot.clock.now();
     let (attempt, max_attempts) = (task.attempt, task.max_attempts);
     kind.metrics.attempts.increment(1);
     kind.metrics
@@ -72,8 +81,8 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
         // Past its business validity: compensated, never run.
         (expired(), None)
     } else {
-        let report = kind.executor.attempt(task, cfg.timeout, started_at).await;
-        let now = shared.clock.now();
+        let report = slot.executor.attempt(task, cfg.timeout, started_at).await;
+        let now = slot.clock.now();
         let d = decide(
             attempt,
             max_attempts,
@@ -94,12 +103,12 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
         outcome: decision.attempt_outcome,
         http_status,
         started_at,
-        ended_at: shared.clock.now(),
-        worker: shared.owner.clone(),
+        ended_at: slot.clock.now(),
+        worker: slot.owner.to_string(),
     };
     kind.metrics
         .ended(completion.outcome, clock_start.elapsed());
-    shared.alerts.attempt(&cfg.name, completion.outcome);
+    slot.alerts.attempt(&cfg.name, completion.outcome);
     // Announced by the completer once written (a stale outcome makes no dead letter).
     let dead_letter = (completion.status == backstop_core::Status::Failed).then(|| DeadLetter {
         kind: cfg.name.clone(),
@@ -132,7 +141,7 @@ async fn hand_off(slot: Slot, lease: LeaseRef, finished: Finished, permit: Owned
     if slot.done.send(write).await.is_err() {
         tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
     }
-    slot.shared.inflight.remove(&lease);
+    slot.inflight.remove(&lease);
     let (Some(next), Some(answered)) = (next, answered) else {
         return;
     };
@@ -154,7 +163,7 @@ pub(crate) fn run_answered(
         // again; one that did start is rescued with its attempt recorded.
         tracing::error!(kind = %name, tasks = batch.len(), "starting held tasks was never written");
         for (t, _) in &batch {
-            slot.shared.inflight.remove(&lease_of(t));
+            slot.inflight.remove(&lease_of(t));
         }
         return 0;
     };
@@ -163,7 +172,7 @@ pub(crate) fn run_answered(
         let lease = lease_of(&t);
         if lost.contains(&lease) {
             tracing::debug!(kind = %name, task = %t.id, "a held task was no longer held; not run");
-            slot.shared.inflight.remove(&lease);
+            slot.inflight.remove(&lease);
             continue;
         }
         t.started = true;

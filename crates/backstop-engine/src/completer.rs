@@ -9,8 +9,11 @@
 //! and counted: an outcome rejected as stale (its lease was lost and the task rescued) made
 //! no dead letter, whatever the attempt saw.
 
-use crate::engine::Shared;
+use crate::context::{AlertHub, Context};
+use crate::options::EngineOptions;
+use backstop_core::Clock;
 use backstop_core::clock::add;
+use backstop_core::store::Leases;
 use backstop_core::store::{CompleteParams, Completion, LeaseRef, StartParams, StartTask};
 use jiff::Timestamp;
 use std::collections::HashSet;
@@ -54,57 +57,79 @@ pub(crate) struct DeadLetter {
     pub(crate) reason: String,
 }
 
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    mut rx: mpsc::Receiver<Write>,
+/// The loop that writes outcomes and starts, with what it uses.
+pub(crate) struct Completer {
+    store: Arc<dyn Leases>,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+    alerts: AlertHub,
+    /// Most outcomes one write records.
     batch: usize,
-    stop: watch::Receiver<bool>,
+    /// How long a failing write is retried after shutdown is asked.
     grace: Duration,
-) {
-    let mut give_up_at: Option<Instant> = None;
-    let mut buf = Vec::with_capacity(batch);
-    let mut outcomes: Vec<Finished> = Vec::with_capacity(batch);
-    let mut starts: Vec<StartRequest> = Vec::new();
-    while rx.recv_many(&mut buf, batch).await > 0 {
-        for w in buf.drain(..) {
-            outcomes.extend(w.outcome);
-            starts.extend(w.start);
+}
+
+impl Completer {
+    pub(crate) fn new(ctx: &Context, opts: &EngineOptions) -> Self {
+        Completer {
+            store: ctx.store.clone(),
+            clock: ctx.clock.clone(),
+            owner: ctx.owner.clone(),
+            alerts: ctx.alerts.clone(),
+            batch: opts.complete_batch,
+            grace: opts.grace,
         }
-        let mut wait = Duration::from_millis(50);
-        loop {
-            let now = shared.clock.now();
-            let p = CompleteParams {
-                completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
-                starts: start_params(&shared.owner, &starts, now),
-                now,
-            };
-            match shared.store.complete(p).await {
-                Ok(r) => {
-                    crate::metrics::stale(r.stale.len());
-                    for s in &r.stale {
-                        tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
-                    }
-                    announce(&shared, &outcomes, &r.stale);
-                    answer(std::mem::take(&mut starts), &r.not_started);
-                    break;
-                }
-                Err(e) => {
-                    if *stop.borrow() {
-                        let deadline = *give_up_at.get_or_insert_with(|| Instant::now() + grace);
-                        if Instant::now() >= deadline {
-                            tracing::error!(error = %e, count = outcomes.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
-                            // Unanswered: the dispatchers do not run what may not have started.
-                            starts.clear();
-                            break;
+    }
+
+    /// Writes what arrives on `rx` until every sender is gone.
+    pub(crate) async fn run(self, mut rx: mpsc::Receiver<Write>, stop: watch::Receiver<bool>) {
+        let (batch, grace) = (self.batch, self.grace);
+        let mut give_up_at: Option<Instant> = None;
+        let mut buf = Vec::with_capacity(batch);
+        let mut outcomes: Vec<Finished> = Vec::with_capacity(batch);
+        let mut starts: Vec<StartRequest> = Vec::new();
+        while rx.recv_many(&mut buf, batch).await > 0 {
+            for w in buf.drain(..) {
+                outcomes.extend(w.outcome);
+                starts.extend(w.start);
+            }
+            let mut wait = Duration::from_millis(50);
+            loop {
+                let now = self.clock.now();
+                let p = CompleteParams {
+                    completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
+                    starts: start_params(&self.owner, &starts, now),
+                    now,
+                };
+                match self.store.complete(p).await {
+                    Ok(r) => {
+                        crate::metrics::stale(r.stale.len());
+                        for s in &r.stale {
+                            tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                         }
+                        announce(&self.alerts, &outcomes, &r.stale);
+                        answer(std::mem::take(&mut starts), &r.not_started);
+                        break;
                     }
-                    tracing::error!(error = %e, count = outcomes.len(), starts = starts.len(), "writing completions failed; retrying");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(5));
+                    Err(e) => {
+                        if *stop.borrow() {
+                            let deadline =
+                                *give_up_at.get_or_insert_with(|| Instant::now() + grace);
+                            if Instant::now() >= deadline {
+                                tracing::error!(error = %e, count = outcomes.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
+                                // Unanswered: the dispatchers do not run what may not have started.
+                                starts.clear();
+                                break;
+                            }
+                        }
+                        tracing::error!(error = %e, count = outcomes.len(), starts = starts.len(), "writing completions failed; retrying");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
                 }
             }
+            outcomes.clear();
         }
-        outcomes.clear();
     }
 }
 
@@ -145,7 +170,7 @@ fn answer(starts: Vec<StartRequest>, not_started: &[LeaseRef]) {
 }
 
 /// Announces the dead letters among outcomes just written, except those rejected as stale.
-fn announce(shared: &Shared, written: &[Finished], stale: &[LeaseRef]) {
+fn announce(alerts: &AlertHub, written: &[Finished], stale: &[LeaseRef]) {
     let stale: HashSet<&LeaseRef> = stale.iter().collect();
     for f in written {
         let Some(d) = &f.dead_letter else { continue };
@@ -157,6 +182,113 @@ fn announce(shared: &Shared, written: &[Finished], stale: &[LeaseRef]) {
             task = %lease.id, kind = %d.kind, error = %d.error, reason = %d.reason,
             "dead letter: the task failed and waits for a person (retry or resolve)"
         );
-        crate::alerts::dead_letter(&shared.alerts, &d.kind, lease.id, &d.error, &d.reason);
+        alerts.dead_letter(&d.kind, lease.id, &d.error, &d.reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backstop_core::Store;
+    use backstop_core::store::{ClaimParams, EnqueueParams, GetParams};
+    use backstop_core::{AttemptOutcome, NewTask, Status, SystemClock, TaskId};
+    use backstop_store_sqlite::SqliteStore;
+
+    #[tokio::test]
+    async fn starts_a_held_task_and_writes_an_outcome_in_one_write_with_its_handles_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db").display().to_string();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let now = clock.now();
+        let tasks = (0..2)
+            .map(|i| NewTask {
+                id: TaskId::new(),
+                kind: "k".into(),
+                key: format!("t{i}"),
+                payload: b"{}".to_vec(),
+                max_attempts: 3,
+                run_at: now,
+                expires_at: None,
+                traceparent: None,
+            })
+            .collect();
+        store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
+        // One claimed and started, one only held.
+        let claimed = store
+            .claim(ClaimParams {
+                kind: "k".into(),
+                limit: 2,
+                start: 1,
+                owner: "me".into(),
+                now,
+                lease_until: add(now, Duration::from_secs(60)),
+                max_attempts: 3,
+            })
+            .await
+            .unwrap();
+        let (running, held) = match claimed[0].started {
+            true => (&claimed[0], &claimed[1]),
+            false => (&claimed[1], &claimed[0]),
+        };
+        let lease = |t: &backstop_core::store::ClaimedTask| LeaseRef {
+            id: t.id,
+            epoch: t.epoch,
+        };
+        let completer = Completer {
+            store: store.clone(),
+            clock: clock.clone(),
+            owner: "me".into(),
+            alerts: AlertHub::new(["k"].into_iter()),
+            batch: 16,
+            grace: Duration::from_secs(1),
+        };
+        let (tx, rx) = mpsc::channel(4);
+        let (_stop, stop) = watch::channel(false);
+        let run = tokio::spawn(completer.run(rx, stop));
+        let (answer, answered) = oneshot::channel();
+        let write = Write {
+            outcome: Some(Finished {
+                completion: Completion {
+                    lease: lease(running),
+                    attempt: running.attempt,
+                    status: Status::Succeeded,
+                    run_at: None,
+                    last_error: None,
+                    reason: None,
+                    outcome: AttemptOutcome::Succeeded,
+                    http_status: None,
+                    started_at: now,
+                    ended_at: now,
+                    worker: "me".into(),
+                },
+                dead_letter: None,
+            }),
+            start: Some(StartRequest {
+                tasks: vec![HeldStart {
+                    lease: lease(held),
+                    run_at: held.run_at,
+                    lease_for: Duration::from_secs(60),
+                }],
+                answer,
+            }),
+        };
+        tx.send(write).await.unwrap();
+        assert_eq!(
+            answered.await.unwrap(),
+            Vec::<LeaseRef>::new(),
+            "still held"
+        );
+        drop(tx);
+        run.await.unwrap();
+        let done = store
+            .get(GetParams { id: running.id })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.status, Status::Succeeded);
+        let started = store.get(GetParams { id: held.id }).await.unwrap().unwrap();
+        assert_eq!(started.status, Status::Running);
+        assert_eq!(started.attempts, 1);
     }
 }

@@ -5,29 +5,20 @@
 
 use crate::attempt::{self, Slot, held_start, lease_of};
 use crate::completer::{StartRequest, Write};
-use crate::engine::Shared;
+use crate::context::{Context, Kind};
 use crate::executor::Executor;
 use crate::held::Held;
-use crate::inflight::Running;
-use crate::metrics::KindMetrics;
+use crate::inflight::{InFlight, Running};
+use crate::options::EngineOptions;
 use crate::pace::Pace;
-use backstop_core::KindConfig;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
 use backstop_core::store::{ClaimParams, ClaimedTask, LeaseRef, ReleaseParams};
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::Instant;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-
-/// A configured kind, ready to run.
-pub(crate) struct KindRuntime {
-    pub(crate) config: KindConfig,
-    pub(crate) executor: Executor,
-    /// Woken by local enqueues so an idle dispatcher need not wait for its next poll.
-    pub(crate) wake: Notify,
-    pub(crate) metrics: Arc<KindMetrics>,
-}
 
 /// Held tasks whose attempts are being started, with the slots they will run in, and the
 /// completer's answer: the leases no longer held (`None`: the start was never written).
@@ -36,130 +27,156 @@ type Starting = (
     Option<Vec<LeaseRef>>,
 );
 
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    kind: Arc<KindRuntime>,
-    done: mpsc::Sender<Write>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let cfg = &kind.config;
-    let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
-    let held = Arc::new(Held::default());
-    let slot = Slot {
-        shared: shared.clone(),
-        kind: kind.clone(),
-        held: held.clone(),
-        done,
-    };
-    // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`),
-    // and only held: their attempts start (and count) when a slot takes them. An ending
-    // attempt hands its slot to the next held task; a claim starts at once as many as there
-    // are free slots; held tasks left over when slots are free are started here, in batches
-    // (`starting`). Held tasks are heartbeated like running ones, so their holds last however
-    // long they wait.
-    let mut pace = Pace::new(Instant::now());
-    let batch = shared.opts.claim_batch.max(1);
-    let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
-    let mut starting: Option<JoinHandle<Starting>> = None;
-    let mut asked = 0;
-    // The last claim found less than it asked for: wait for an enqueue or the poll interval.
-    let mut idle = false;
-    loop {
-        if *stop.borrow() {
-            break;
+/// One kind's dispatcher, with what it uses: the slot handles its attempts share, and how
+/// much to claim and how often to look when idle.
+pub(crate) struct Dispatcher {
+    slot: Slot,
+    claim_batch: usize,
+    poll_interval: Duration,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(
+        ctx: &Context,
+        opts: &EngineOptions,
+        inflight: Arc<InFlight>,
+        kind: Arc<Kind>,
+        executor: Arc<Executor>,
+        done: mpsc::Sender<Write>,
+    ) -> Self {
+        Dispatcher {
+            slot: Slot {
+                store: ctx.store.clone(),
+                clock: ctx.clock.clone(),
+                owner: ctx.owner.clone(),
+                alerts: ctx.alerts.clone(),
+                inflight,
+                kind,
+                executor,
+                held: Arc::new(Held::default()),
+                done,
+            },
+            claim_batch: opts.claim_batch,
+            poll_interval: opts.poll_interval,
         }
-        pace.started(held.started_since(), Instant::now());
-        if starting.is_none() && held.len() > 0 {
-            starting = start_held(&slot, &slots);
-        }
-        let waiting = held.len();
-        let cap = cfg.concurrency + pace.ahead(cfg.concurrency, Instant::now());
-        let running = cfg.concurrency - slots.available_permits();
-        let room = cap.saturating_sub(running + waiting);
-        // With nothing waiting, claim for the first free slot (low latency); with tasks
-        // waiting, only once a quarter of the room is free (fewer, bigger commits).
-        let worth = if waiting == 0 { 1 } else { (cap / 4).max(1) };
-        if claiming.is_none() && !idle && room >= worth {
-            asked = room.min(batch);
-            let now = shared.clock.now();
-            let p = ClaimParams {
-                kind: cfg.name.clone(),
-                limit: asked,
-                // Free slots take the first claimed tasks at once; only held tasks wait.
-                start: if waiting == 0 {
-                    slots.available_permits()
-                } else {
-                    0
-                },
-                owner: shared.owner.clone(),
-                now,
-                lease_until: add(now, cfg.lease),
-                max_attempts: cfg.max_attempts,
-            };
-            let store = shared.store.clone();
-            claiming = Some(tokio::spawn(async move { store.claim(p).await }));
-        }
-        tokio::select! {
-            r = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
-                claiming = None;
-                match r {
-                    Ok(Ok(tasks)) => {
-                        idle = tasks.len() < asked;
-                        let n = claimed(&slot, &slots, tasks, |t| held.push(t)).await;
-                        pace.started(n, Instant::now());
-                    }
-                    Ok(Err(e)) => {
-                        tracing::error!(kind = %cfg.name, error = %e, "claim failed");
-                        idle = true;
-                    }
-                    Err(e) => {
-                        tracing::error!(kind = %cfg.name, error = %e, "claim task failed");
-                        idle = true;
+    }
+
+    /// Claims and starts the kind's tasks until `stop`, then gives back what it holds.
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
+        let slot = &self.slot;
+        let (kind, held) = (&slot.kind, &slot.held);
+        let cfg = &kind.config;
+        let slots = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+        // Tasks are leased ahead of free slots, as many as the kind's pace calls for (`pace`),
+        // and only held: their attempts start (and count) when a slot takes them. An ending
+        // attempt hands its slot to the next held task; a claim starts at once as many as there
+        // are free slots; held tasks left over when slots are free are started here, in batches
+        // (`starting`). Held tasks are heartbeated like running ones, so their holds last however
+        // long they wait.
+        let mut pace = Pace::new(Instant::now());
+        let batch = self.claim_batch.max(1);
+        let mut claiming: Option<JoinHandle<Result<Vec<ClaimedTask>, StoreError>>> = None;
+        let mut starting: Option<JoinHandle<Starting>> = None;
+        let mut asked = 0;
+        // The last claim found less than it asked for: wait for an enqueue or the poll interval.
+        let mut idle = false;
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            pace.started(held.started_since(), Instant::now());
+            if starting.is_none() && held.len() > 0 {
+                starting = start_held(slot, &slots);
+            }
+            let waiting = held.len();
+            let cap = cfg.concurrency + pace.ahead(cfg.concurrency, Instant::now());
+            let running = cfg.concurrency - slots.available_permits();
+            let room = cap.saturating_sub(running + waiting);
+            // With nothing waiting, claim for the first free slot (low latency); with tasks
+            // waiting, only once a quarter of the room is free (fewer, bigger commits).
+            let worth = if waiting == 0 { 1 } else { (cap / 4).max(1) };
+            if claiming.is_none() && !idle && room >= worth {
+                asked = room.min(batch);
+                let now = slot.clock.now();
+                let p = ClaimParams {
+                    kind: cfg.name.clone(),
+                    limit: asked,
+                    // Free slots take the first claimed tasks at once; only held tasks wait.
+                    start: if waiting == 0 {
+                        slots.available_permits()
+                    } else {
+                        0
+                    },
+                    owner: slot.owner.to_string(),
+                    now,
+                    lease_until: add(now, cfg.lease),
+                    max_attempts: cfg.max_attempts,
+                };
+                let store = slot.store.clone();
+                claiming = Some(tokio::spawn(async move { store.claim(p).await }));
+            }
+            tokio::select! {
+                r = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
+                    claiming = None;
+                    match r {
+                        Ok(Ok(tasks)) => {
+                            idle = tasks.len() < asked;
+                            let n = claimed(slot, &slots, tasks, |t| held.push(t)).await;
+                            pace.started(n, Instant::now());
+                        }
+                        Ok(Err(e)) => {
+                            tracing::error!(kind = %cfg.name, error = %e, "claim failed");
+                            idle = true;
+                        }
+                        Err(e) => {
+                            tracing::error!(kind = %cfg.name, error = %e, "claim task failed");
+                            idle = true;
+                        }
                     }
                 }
+                r = async { starting.as_mut().expect("guarded").await }, if starting.is_some() => {
+                    starting = None;
+                    let n = run_started(slot, r);
+                    pace.started(n, Instant::now());
+                }
+                // A slot freed: start waiting tasks, or (none waiting) look for more work.
+                p = slots.clone().acquire_owned(), if (starting.is_none() && waiting > 0) || room == 0 => {
+                    drop(p);
+                }
+                // An ending attempt took a held task: there may be room to claim more.
+                _ = held.taken(), if waiting > 0 => {}
+                _ = tokio::time::sleep(self.poll_interval), if idle && claiming.is_none() => idle = false,
+                _ = kind.wake.notified(), if idle => idle = false,
+                _ = stop.changed() => {}
             }
-            r = async { starting.as_mut().expect("guarded").await }, if starting.is_some() => {
-                starting = None;
-                let n = run_started(&slot, r);
-                pace.started(n, Instant::now());
-            }
-            // A slot freed: start waiting tasks, or (none waiting) look for more work.
-            p = slots.clone().acquire_owned(), if (starting.is_none() && waiting > 0) || room == 0 => {
-                drop(p);
-            }
-            // An ending attempt took a held task: there may be room to claim more.
-            _ = held.taken(), if waiting > 0 => {}
-            _ = tokio::time::sleep(shared.opts.poll_interval), if idle && claiming.is_none() => idle = false,
-            _ = kind.wake.notified(), if idle => idle = false,
-            _ = stop.changed() => {}
         }
-    }
-    // Stopping: attempts already started run (the engine's grace covers them); nothing held
-    // may stay held: give it back, unstarted, to run again promptly.
-    let mut left = held.close();
-    if let Some(h) = starting {
-        run_started(&slot, h.await);
-    }
-    if let Some(h) = claiming
-        && let Ok(Ok(tasks)) = h.await
-    {
-        claimed(&slot, &slots, tasks, |t| left.push(t)).await;
-    }
-    if !left.is_empty() {
-        let leases: Vec<LeaseRef> = left.iter().map(lease_of).collect();
-        for l in &leases {
-            shared.inflight.remove(l);
+        // Stopping: attempts already started run (the engine's grace covers them); nothing held
+        // may stay held: give it back, unstarted, to run again promptly.
+        let mut left = held.close();
+        if let Some(h) = starting {
+            run_started(slot, h.await);
         }
-        let r = shared
-            .store
-            .release(ReleaseParams {
-                leases,
-                worker: shared.owner.clone(),
-                now: shared.clock.now(),
-            })
-            .await;
-        if let Err(e) = r {
-            tracing::error!(kind = %cfg.name, error = %e, "giving back held tasks failed; they are due again when their holds end");
+        if let Some(h) = claiming
+            && let Ok(Ok(tasks)) = h.await
+        {
+            claimed(slot, &slots, tasks, |t| left.push(t)).await;
+        }
+        if !left.is_empty() {
+            let leases: Vec<LeaseRef> = left.iter().map(lease_of).collect();
+            for l in &leases {
+                slot.inflight.remove(l);
+            }
+            let r = slot
+                .store
+                .release(ReleaseParams {
+                    leases,
+                    worker: slot.owner.to_string(),
+                    now: slot.clock.now(),
+                })
+                .await;
+            if let Err(e) = r {
+                tracing::error!(kind = %cfg.name, error = %e, "giving back held tasks failed; they are due again when their holds end");
+            }
         }
     }
 }
@@ -175,7 +192,7 @@ async fn claimed(
     let at = Instant::now();
     let mut n = 0;
     for t in tasks {
-        waiting_for_slot(&slot.shared, &slot.kind, &t, at);
+        waiting_for_slot(slot, &t, at);
         if t.started {
             // The claim counted its slot: one is free or about to be.
             let permit = slots.clone().acquire_owned().await.expect("never closed");
@@ -236,8 +253,9 @@ fn run_started(slot: &Slot, r: Result<Starting, tokio::task::JoinError>) -> usiz
 }
 
 /// Registers a claimed task, so the heartbeat keeps its lease while it waits and runs.
-fn waiting_for_slot(shared: &Shared, kind: &KindRuntime, t: &ClaimedTask, claimed: Instant) {
-    shared.inflight.insert(
+fn waiting_for_slot(slot: &Slot, t: &ClaimedTask, claimed: Instant) {
+    let kind = &slot.kind;
+    slot.inflight.insert(
         lease_of(t),
         Running {
             since: claimed,

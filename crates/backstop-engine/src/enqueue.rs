@@ -1,6 +1,8 @@
 //! From a caller's request to a [`NewTask`]: validation and the kind's defaults.
 
+use crate::context::{Context, Delivery};
 use backstop_core::clock::add;
+use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::validate::{self, InvalidInput};
 use backstop_core::{KindConfig, NewTask, StoreError, TaskId};
 use jiff::Timestamp;
@@ -103,4 +105,56 @@ pub fn prepare(
         expires_at,
         traceparent: r.traceparent,
     })
+}
+
+/// Enqueues tasks in one transaction, waking what serves their kinds. Invalid requests fail
+/// the whole call before anything is written; a conflict fails only its own item.
+pub(crate) async fn enqueue_many(
+    ctx: &Context,
+    max_payload: usize,
+    rs: Vec<EnqueueRequest>,
+) -> Result<Vec<Result<Enqueued, EnqueueError>>, EnqueueError> {
+    let now = ctx.clock.now();
+    let batch = rs.len() > 1;
+    let tasks = rs
+        .into_iter()
+        .enumerate()
+        .map(|(index, r)| {
+            prepare(ctx.kinds.configs(), r, now, max_payload).map_err(|error| match batch {
+                true => EnqueueError::Item {
+                    index,
+                    error: Box::new(error),
+                },
+                false => error,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys: Vec<(String, String)> = tasks
+        .iter()
+        .map(|t| (t.kind.clone(), t.key.clone()))
+        .collect();
+    let results = ctx.store.enqueue(EnqueueParams { tasks, now }).await?;
+    let mut out = Vec::with_capacity(results.len());
+    for (r, (kind, key)) in results.into_iter().zip(keys) {
+        let served = ctx.kinds.get(&kind);
+        if let Some(k) = served {
+            match k.delivery {
+                Delivery::Dispatched => k.wake.notify_one(),
+                Delivery::Pulled => ctx.kinds.pull_wake.notify_waiters(),
+            }
+            if matches!(r, EnqueueResult::Created(_)) {
+                k.metrics.enqueued.increment(1);
+            }
+        }
+        out.push(match r {
+            EnqueueResult::Created(id) => Ok(Enqueued { id, created: true }),
+            EnqueueResult::Existing(id) => Ok(Enqueued { id, created: false }),
+            EnqueueResult::Conflict(existing) => Err(EnqueueError::Conflict {
+                kind,
+                key,
+                existing,
+            }),
+        });
+    }
+    Ok(out)
 }

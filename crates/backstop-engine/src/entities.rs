@@ -65,7 +65,7 @@ fn machine<'a>(
 impl Engine {
     /// The configured state machines, by name.
     pub fn machines(&self) -> &HashMap<String, Machine> {
-        &self.shared.machines
+        &self.parts.machines
     }
 
     /// Decides a transition request about an entity (created in the machine's initial state
@@ -75,7 +75,7 @@ impl Engine {
         &self,
         r: TransitionRequest,
     ) -> Result<TransitionOutcome, TransitionError> {
-        let m = machine(&self.shared.machines, &r.machine)?;
+        let m = machine(&self.parts.machines, &r.machine)?;
         validate::entity_id(&r.id)?;
         validate::event_id(&r.event_id)?;
         if !m.has_state(&r.to) {
@@ -86,7 +86,7 @@ impl Engine {
             });
         }
         let out = self
-            .shared
+            .ctx
             .store
             .transition_entity(TransitionParams {
                 allowed_from: m.sources_of(&r.to),
@@ -96,7 +96,7 @@ impl Engine {
                 to: r.to,
                 event_id: r.event_id,
                 version: r.version,
-                now: self.shared.clock.now(),
+                now: self.ctx.clock.now(),
             })
             .await?;
         metrics::transition(&out.entity.machine, out.answer);
@@ -110,10 +110,10 @@ impl Engine {
         machine_name: &str,
         id: &str,
     ) -> Result<Option<EntityHistory>, TransitionError> {
-        machine(&self.shared.machines, machine_name)?;
+        machine(&self.parts.machines, machine_name)?;
         validate::entity_id(id)?;
         Ok(self
-            .shared
+            .ctx
             .store
             .entity(EntityParams {
                 machine: machine_name.to_string(),

@@ -1,15 +1,16 @@
 //! Extends the leases of long attempts, so that only a dead process loses its tasks.
 
 use crate::inflight::InFlight;
+use backstop_core::Clock;
 use backstop_core::clock::add;
 use backstop_core::store::HeartbeatParams;
-use backstop_core::{Clock, Store};
+use backstop_core::store::Leases;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub(crate) async fn run(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Leases>,
     clock: Arc<dyn Clock>,
     inflight: Arc<InFlight>,
     owner: String,

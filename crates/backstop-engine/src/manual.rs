@@ -1,5 +1,5 @@
-//! Manual actions on one task (retry, resolve, cancel), taken by a person through the API or
-//! the CLI. They live here so that both edges translate only: the rules (a retry renews the
+//! Manual actions on one task (retry, resolve, cancel, redrive), taken by a person through
+//! the API or the CLI. They live here so that both edges translate only: the rules (a retry renews the
 //! attempt budget by the kind's current limit; every action is stamped by the engine's clock
 //! and names who asked) are written once.
 
@@ -23,22 +23,33 @@ impl Engine {
     /// its kind's current `max_attempts` more attempts (the task's own limit when the kind is
     /// no longer configured).
     pub async fn retry(&self, r: ManualRequest) -> Result<Task, StoreError> {
-        let store = &self.shared.store;
-        let budget = match store.get(GetParams { id: r.id }).await? {
+        let budget = self.budget(r.id).await?;
+        self.ctx.store.retry(self.manual(r, budget)).await
+    }
+
+    /// A `succeeded` task back to `pending`, due now, its attempt budget renewed as by
+    /// [`Engine::retry`]: the provider says it never got the request.
+    pub async fn redrive(&self, r: ManualRequest) -> Result<Task, StoreError> {
+        let budget = self.budget(r.id).await?;
+        self.ctx.store.redrive(self.manual(r, budget)).await
+    }
+
+    /// The renewed attempt budget of a task: its kind's current `max_attempts`.
+    async fn budget(&self, id: TaskId) -> Result<Option<u32>, StoreError> {
+        Ok(match self.ctx.store.get(GetParams { id }).await? {
             Some(t) => self.kinds().get(&t.kind).map(|k| k.max_attempts),
             None => None,
-        };
-        store.retry(self.manual(r, budget)).await
+        })
     }
 
     /// A `failed` task to `compensated`, with the reason given.
     pub async fn resolve(&self, r: ManualRequest) -> Result<Task, StoreError> {
-        self.shared.store.resolve(self.manual(r, None)).await
+        self.ctx.store.resolve(self.manual(r, None)).await
     }
 
     /// A `pending` task to `compensated` with reason `canceled`.
     pub async fn cancel(&self, r: ManualRequest) -> Result<Task, StoreError> {
-        self.shared.store.cancel(self.manual(r, None)).await
+        self.ctx.store.cancel(self.manual(r, None)).await
     }
 
     fn manual(&self, r: ManualRequest, max_attempts: Option<u32>) -> ManualParams {
@@ -47,7 +58,7 @@ impl Engine {
             actor: r.actor,
             reason: r.reason,
             max_attempts,
-            now: self.shared.clock.now(),
+            now: self.ctx.clock.now(),
         }
     }
 }

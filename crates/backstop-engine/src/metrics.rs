@@ -146,11 +146,11 @@ pub(crate) fn wakeup_notified() {
 }
 
 /// Records one reconciler pass.
-pub(crate) fn reconciler_pass(r: &crate::reconciler::PassReport) {
+pub(crate) fn reconciler_pass<'a>(took_ms: u64, overdue: impl Iterator<Item = (&'a str, u64)>) {
     counter!(names::RECONCILER_PASSES).increment(1);
-    histogram!(names::RECONCILER_PASS_SECONDS).record(r.took_ms as f64 / 1000.0);
-    for b in &r.backlog {
-        gauge!(names::OVERDUE, "kind" => b.kind.clone()).set(b.overdue as f64);
+    histogram!(names::RECONCILER_PASS_SECONDS).record(took_ms as f64 / 1000.0);
+    for (kind, n) in overdue {
+        gauge!(names::OVERDUE, "kind" => kind.to_string()).set(n as f64);
     }
 }
 
@@ -165,8 +165,8 @@ pub(crate) fn drift(d: &backstop_core::audit::Drift) {
 }
 
 /// Counts one raised alert event.
-pub(crate) fn alert(name: crate::alerts::AlertName) {
-    counter!(names::ALERTS, "event" => name.as_str()).increment(1);
+pub(crate) fn alert(name: &'static str) {
+    counter!(names::ALERTS, "event" => name).increment(1);
 }
 
 /// Counts one decided transition request.

@@ -98,21 +98,18 @@ impl Engine {
         stop: impl Future<Output = ()>,
     ) -> Result<Vec<Leased>, PullError> {
         self.check_lease_request(&r)?;
-        let shared = &self.shared;
+        let ctx = &self.ctx;
         let deadline = Instant::now() + r.wait;
         let owner = format!("pull:{}", r.worker);
         let mut stop = std::pin::pin!(stop);
-        {
-            let now = shared.clock.now();
-            let mut pulled = shared.pulled.lock().expect("not poisoned");
-            for k in &r.kinds {
-                pulled.insert(k.clone(), now);
-            }
+        let now = ctx.clock.now();
+        for k in r.kinds.iter().filter_map(|k| ctx.kinds.get(k)) {
+            *k.pulled.lock().expect("not poisoned") = Some(now);
         }
         loop {
             // Registered before the claim, so an enqueue between the claim and the wait
             // still wakes this request.
-            let notified = shared.pull_wake.notified();
+            let notified = ctx.kinds.pull_wake.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
             let got = self.claim_pull(&r, &owner).await?;
@@ -122,7 +119,7 @@ impl Engine {
             }
             tokio::select! {
                 _ = notified => {}
-                _ = tokio::time::sleep(left.min(shared.opts.poll_interval)) => {}
+                _ = tokio::time::sleep(left.min(self.parts.opts.poll_interval)) => {}
                 _ = &mut stop => return Ok(Vec::new()),
             }
         }
@@ -135,10 +132,15 @@ impl Engine {
             ));
         }
         for k in &r.kinds {
-            match self.shared.configs.get(k) {
+            match self.ctx.kinds.configs().get(k) {
                 None => {
-                    let mut names: Vec<&str> =
-                        self.shared.configs.keys().map(String::as_str).collect();
+                    let mut names: Vec<&str> = self
+                        .ctx
+                        .kinds
+                        .configs()
+                        .keys()
+                        .map(String::as_str)
+                        .collect();
                     names.sort();
                     return Err(PullError::UnknownKind(k.clone(), names.join(", ")));
                 }
@@ -166,7 +168,8 @@ impl Engine {
     }
 
     async fn claim_pull(&self, r: &LeaseRequest, owner: &str) -> Result<Vec<Leased>, PullError> {
-        let shared = &self.shared;
+        let ctx = &self.ctx;
+        let configs = ctx.kinds.configs();
         let mut out = Vec::new();
         let mut expired_now = Vec::new();
         for kind in &r.kinds {
@@ -174,12 +177,12 @@ impl Engine {
             if want == 0 {
                 break;
             }
-            if shared.configs.get(kind).is_some_and(|k| k.paused) {
+            if configs.get(kind).is_some_and(|k| k.paused) {
                 continue;
             }
-            let now = to_ms(shared.clock.now());
+            let now = to_ms(ctx.clock.now());
             let lease_until = add(now, r.lease);
-            let claimed = shared
+            let claimed = ctx
                 .store
                 .claim(ClaimParams {
                     kind: kind.clone(),
@@ -189,7 +192,7 @@ impl Engine {
                     now,
                     lease_until,
                     // Checked to be configured (check_lease_request).
-                    max_attempts: shared.configs.get(kind).map_or(8, |k| k.max_attempts),
+                    max_attempts: configs.get(kind).map_or(8, |k| k.max_attempts),
                 })
                 .await?;
             for task in claimed {
@@ -214,9 +217,11 @@ impl Engine {
                     });
                     continue;
                 }
-                if let Some(m) = shared.metrics.get(kind) {
-                    m.attempts.increment(1);
-                    m.start_delay.record(crate::metrics::since_due(&task, now));
+                if let Some(k) = ctx.kinds.get(kind) {
+                    k.metrics.attempts.increment(1);
+                    k.metrics
+                        .start_delay
+                        .record(crate::metrics::since_due(&task, now));
                 }
                 let token = LeaseToken {
                     lease: backstop_core::store::LeaseRef {
@@ -236,9 +241,8 @@ impl Engine {
             }
         }
         if !expired_now.is_empty() {
-            let now = shared.clock.now();
-            shared
-                .store
+            let now = ctx.clock.now();
+            ctx.store
                 .complete(CompleteParams {
                     starts: None,
                     completions: expired_now,
@@ -259,7 +263,7 @@ impl Engine {
     ) -> Result<Option<(backstop_core::AttemptOutcome, Completed)>, PullError> {
         use backstop_core::{AttemptOutcome, EventType};
         let events = self
-            .shared
+            .ctx
             .store
             .timeline(TimelineParams { id: task.id })
             .await?;
@@ -290,18 +294,18 @@ impl Engine {
     pub async fn release_lease(&self, token: &str) -> Result<(), PullError> {
         let t = LeaseToken::decode(token)?;
         let n = self
-            .shared
+            .ctx
             .store
             .release(backstop_core::store::ReleaseParams {
                 leases: vec![t.lease],
                 worker: t.owner,
-                now: self.shared.clock.now(),
+                now: self.ctx.clock.now(),
             })
             .await?;
         if n == 0 {
             return Err(PullError::LeaseLost);
         }
-        self.shared.pull_wake.notify_waiters();
+        self.ctx.kinds.pull_wake.notify_waiters();
         Ok(())
     }
 
@@ -309,10 +313,10 @@ impl Engine {
     /// new end of the lease.
     pub async fn heartbeat_lease(&self, token: &str) -> Result<Timestamp, PullError> {
         let t = LeaseToken::decode(token)?;
-        let now = to_ms(self.shared.clock.now());
+        let now = to_ms(self.ctx.clock.now());
         let lease_until = add(now, t.lease_for);
         let lost = self
-            .shared
+            .ctx
             .store
             .heartbeat(HeartbeatParams {
                 owner: t.owner,
@@ -337,18 +341,19 @@ impl Engine {
         outcome: Outcome,
     ) -> Result<Completed, PullError> {
         let t = LeaseToken::decode(token)?;
-        let shared = &self.shared;
-        let task = shared
+        let ctx = &self.ctx;
+        let task = ctx
             .store
             .get(GetParams { id: t.lease.id })
             .await?
             .ok_or(PullError::LeaseLost)?;
         let default_policy = RetryPolicy::default();
-        let policy = shared
-            .configs
+        let policy = ctx
+            .kinds
+            .configs()
             .get(&task.kind)
             .map_or(&default_policy, |k| &k.retry);
-        let now = to_ms(shared.clock.now());
+        let now = to_ms(ctx.clock.now());
         let d = decide(
             t.attempt,
             task.max_attempts,
@@ -371,7 +376,7 @@ impl Engine {
             }
             return Ok(done);
         }
-        let result = shared
+        let result = ctx
             .store
             .complete(CompleteParams {
                 starts: None,
@@ -395,13 +400,14 @@ impl Engine {
             crate::metrics::stale(result.stale.len());
             return Err(PullError::LeaseLost);
         }
-        if let Some(m) = shared.metrics.get(&task.kind) {
+        if let Some(k) = ctx.kinds.get(&task.kind) {
             let took = (now.as_millisecond() - t.started_at.as_millisecond()).max(0) as u64;
-            m.ended(d.attempt_outcome, Duration::from_millis(took));
+            k.metrics
+                .ended(d.attempt_outcome, Duration::from_millis(took));
         }
-        shared.alerts.attempt(&task.kind, d.attempt_outcome);
+        ctx.alerts.attempt(&task.kind, d.attempt_outcome);
         match d.status {
-            Status::Pending => shared.pull_wake.notify_waiters(),
+            Status::Pending => ctx.kinds.pull_wake.notify_waiters(),
             Status::Failed => {
                 let error = task_error(&outcome);
                 tracing::warn!(
@@ -409,7 +415,7 @@ impl Engine {
                     "dead letter: the task failed and waits for a person (retry or resolve)"
                 );
                 let reason = d.reason.as_deref().unwrap_or("");
-                crate::alerts::dead_letter(&shared.alerts, &task.kind, task.id, error, reason);
+                ctx.alerts.dead_letter(&task.kind, task.id, error, reason);
             }
             _ => {}
         }

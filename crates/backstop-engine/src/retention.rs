@@ -2,9 +2,9 @@
 //! with their timelines, in bounded batches. `failed` tasks are never deleted: the store's
 //! parameter ([`Prunable`]) cannot name them.
 
+use backstop_core::Clock;
 use backstop_core::duration::format_duration;
-use backstop_core::store::{Prunable, PruneParams};
-use backstop_core::{Clock, Store};
+use backstop_core::store::{Prunable, PruneParams, Retention};
 use jiff::{SignedDuration, Timestamp};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +40,7 @@ impl RetentionPolicy {
 
 /// Prunes every `every` while this process leads, until `stop`.
 pub(crate) async fn run(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Retention>,
     clock: Arc<dyn Clock>,
     policy: RetentionPolicy,
     every: Duration,
@@ -51,7 +51,7 @@ pub(crate) async fn run(
         return;
     }
     loop {
-        if !crate::leader::wait_to_lead(&mut leading, &mut stop).await {
+        if !crate::leading::wait_to_lead(&mut leading, &mut stop).await {
             return;
         }
         pass(&*store, &*clock, &policy, &leading, &stop).await;
@@ -65,7 +65,7 @@ pub(crate) async fn run(
 /// One pass: each prunable status in batches until nothing old is left, this process no
 /// longer leads, or it is stopping.
 pub(crate) async fn pass(
-    store: &dyn Store,
+    store: &dyn Retention,
     clock: &dyn Clock,
     policy: &RetentionPolicy,
     leading: &watch::Receiver<bool>,

@@ -19,11 +19,21 @@ fn kind(max_attempts: u32) -> KindConfig {
 
 /// Two tasks dead-lettered by a real run of the engine.
 async fn two_dead_letters(store: Arc<dyn Store>) -> [backstop_core::TaskId; 2] {
+    two_finished(store, false).await
+}
+
+/// Two tasks run to their end by a real run of the engine: succeeded, or dead-lettered.
+async fn two_finished(store: Arc<dyn Store>, succeed: bool) -> [backstop_core::TaskId; 2] {
     let engine = Engine::builder(store.clone())
         .kind(kind(1))
         .handler(
             "sms",
-            handler(|_| async { Outcome::fail("invalid number") }),
+            handler(move |_| async move {
+                match succeed {
+                    true => Outcome::Success,
+                    false => Outcome::fail("invalid number"),
+                }
+            }),
         )
         .options(EngineOptions {
             poll_interval: Duration::from_millis(20),
@@ -58,7 +68,7 @@ async fn two_dead_letters(store: Arc<dyn Store>) -> [backstop_core::TaskId; 2] {
             })
             .await
             .unwrap();
-        if c.failed == 2 {
+        if c.failed + c.succeeded == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -138,4 +148,38 @@ async fn manual_actions_follow_the_engine_and_the_kind() {
         .unwrap();
     assert_eq!((e.kind, e.at), (EventType::Resolved, at));
     assert_eq!(e.actor.as_deref(), Some("carol"));
+}
+
+#[tokio::test]
+async fn a_redrive_renews_the_budget_by_the_engine_s_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db").display().to_string();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let [a, _] = two_finished(store.clone(), true).await;
+    let at: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
+    let engine = Engine::builder(store.clone())
+        .kind(kind(4))
+        .handler("sms", handler(|_| async { Outcome::Success }))
+        .clock(Arc::new(ManualClock::new(at)))
+        .build()
+        .unwrap();
+    let t = engine
+        .redrive(ManualRequest {
+            id: a,
+            actor: "dave".into(),
+            reason: Some("the provider has no record of it".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(t.status, Status::Pending);
+    assert_eq!((t.attempts, t.max_attempts - t.attempts), (1, 4));
+    assert_eq!(t.run_at, at);
+    let e = store
+        .timeline(TimelineParams { id: a })
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert_eq!((e.kind, e.at), (EventType::Redriven, at));
+    assert_eq!(e.actor.as_deref(), Some("dave"));
 }

@@ -6,7 +6,7 @@
 
 use backstop_core::store::*;
 use backstop_core::*;
-use backstop_store_mysql::{MysqlOptions, MysqlStore};
+use backstop_store_mysql::{MysqlStore, ScratchPrefix};
 use jiff::{SignedDuration, Timestamp};
 use std::time::Instant;
 
@@ -39,10 +39,10 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    let mut opts = MysqlOptions::from_url(&url).unwrap();
-    opts.prefix = format!("phases{}_", std::process::id());
+    let scratch = ScratchPrefix::new(&url, "phases").unwrap();
+    let mut opts = scratch.options();
     opts.max_connections = 32;
-    let s = MysqlStore::open_with(opts.clone()).await.unwrap();
+    let s = MysqlStore::open_with(opts).await.unwrap();
     let now = Timestamp::now();
 
     let t = Instant::now();
@@ -126,15 +126,5 @@ async fn main() {
     report("enqueue (1) x32", singles, t);
 
     s.close().await;
-    let pool = sqlx::MySqlPool::connect(&MysqlOptions::from_url(&url).unwrap().url)
-        .await
-        .unwrap();
-    let p = &opts.prefix;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}entities, \
-         {p}entity_events, {p}entity_decisions, {p}schema"
-    )))
-    .execute(&pool)
-    .await
-    .unwrap();
+    scratch.drop_all().await.unwrap();
 }

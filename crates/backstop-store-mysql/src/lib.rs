@@ -37,6 +37,7 @@ mod read;
 mod rescue;
 mod retention;
 mod row;
+mod scratch;
 mod shapes;
 mod start;
 mod statement_runs;
@@ -44,6 +45,7 @@ mod tables;
 mod tx;
 
 pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, MysqlOptions};
+pub use scratch::ScratchPrefix;
 pub use tables::{DEFAULT_PREFIX, MAX_PREFIX_LEN};
 
 use backstop_core::group_commit::GroupCommit;

@@ -4,8 +4,9 @@
 use backstop_core::StoreError;
 
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
-/// `backstop_leaders`, `backstop_beats`, `backstop_entities`, `backstop_entity_events`,
-/// `backstop_entity_decisions`, `backstop_callbacks`, `backstop_schema`.
+/// `backstop_leaders`, `backstop_beats`, `backstop_statement_runs`, `backstop_entities`,
+/// `backstop_entity_events`, `backstop_entity_decisions`, `backstop_callbacks`,
+/// `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
@@ -35,20 +36,30 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Every table of the ledger, by the name after the prefix, in the order the migrations create
+/// them (`schema` first: it records the migrations). The one list: SQL templates name tables
+/// through it (`{tasks}` …), and dropping a scratch ledger drops exactly these, so that a table
+/// added here is both usable in templates and dropped, and one missing here is usable in
+/// neither.
+pub(crate) const TABLES: [&str; 10] = [
+    "schema",
+    "tasks",
+    "events",
+    "leaders",
+    "beats",
+    "statement_runs",
+    "entities",
+    "entity_events",
+    "entity_decisions",
+    "callbacks",
+];
+
 /// The ledger's table names, for one validated prefix.
 #[derive(Clone, Debug)]
 pub(crate) struct Tables {
     prefix: String,
-    tasks: String,
-    events: String,
-    leaders: String,
-    beats: String,
-    statement_runs: String,
-    entities: String,
-    entity_events: String,
-    entity_decisions: String,
-    callbacks: String,
-    schema: String,
+    /// `(placeholder, table name)` for each of [`TABLES`], e.g. `("{tasks}", "backstop_tasks")`.
+    names: Vec<(String, String)>,
 }
 
 impl Tables {
@@ -56,16 +67,10 @@ impl Tables {
         check_prefix(prefix)?;
         Ok(Tables {
             prefix: prefix.to_string(),
-            tasks: format!("{prefix}tasks"),
-            events: format!("{prefix}events"),
-            leaders: format!("{prefix}leaders"),
-            beats: format!("{prefix}beats"),
-            statement_runs: format!("{prefix}statement_runs"),
-            entities: format!("{prefix}entities"),
-            entity_events: format!("{prefix}entity_events"),
-            entity_decisions: format!("{prefix}entity_decisions"),
-            callbacks: format!("{prefix}callbacks"),
-            schema: format!("{prefix}schema"),
+            names: TABLES
+                .iter()
+                .map(|t| (format!("{{{t}}}"), format!("{prefix}{t}")))
+                .collect(),
         })
     }
 
@@ -73,20 +78,20 @@ impl Tables {
         &self.prefix
     }
 
-    /// `template` with `{tasks}`, `{events}`, `{leaders}`, `{beats}`, `{entities}`,
-    /// `{entity_events}`, `{entity_decisions}`, `{callbacks}` and `{schema}` replaced by the table names.
+    /// The full names of every table of the ledger ([`TABLES`] with the prefix).
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|(_, name)| name.as_str())
+    }
+
+    /// `template` with each placeholder of [`TABLES`] (`{tasks}`, `{events}`, `{leaders}`,
+    /// `{beats}`, `{statement_runs}`, `{entities}`, `{entity_events}`, `{entity_decisions}`,
+    /// `{callbacks}`, `{schema}`) replaced by the table's name.
     pub(crate) fn sql(&self, template: &str) -> String {
-        template
-            .replace("{tasks}", &self.tasks)
-            .replace("{events}", &self.events)
-            .replace("{leaders}", &self.leaders)
-            .replace("{beats}", &self.beats)
-            .replace("{statement_runs}", &self.statement_runs)
-            .replace("{entities}", &self.entities)
-            .replace("{entity_events}", &self.entity_events)
-            .replace("{entity_decisions}", &self.entity_decisions)
-            .replace("{callbacks}", &self.callbacks)
-            .replace("{schema}", &self.schema)
+        self.names
+            .iter()
+            .fold(template.to_string(), |sql, (placeholder, name)| {
+                sql.replace(placeholder, name)
+            })
     }
 
     /// [`Tables::sql`] ready for `sqlx::query`: safe because only the checked prefix is
@@ -131,7 +136,11 @@ mod tests {
             t.sql("{entities} {entity_events} {entity_decisions}"),
             "app_entities app_entity_events app_entity_decisions"
         );
+        assert_eq!(
+            t.sql("{statement_runs} {leaders} {beats} {callbacks}"),
+            "app_statement_runs app_leaders app_beats app_callbacks"
+        );
         let longest = Tables::new(&"p".repeat(MAX_PREFIX_LEN)).unwrap();
-        assert!(longest.entity_decisions.len() <= 64);
+        assert!(longest.names().all(|n| n.len() <= 64));
     }
 }

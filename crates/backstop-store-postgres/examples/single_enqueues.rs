@@ -5,7 +5,7 @@
 
 use backstop_core::store::*;
 use backstop_core::*;
-use backstop_store_postgres::{PostgresOptions, PostgresStore};
+use backstop_store_postgres::ScratchSchema;
 use jiff::Timestamp;
 use std::time::Instant;
 
@@ -22,9 +22,8 @@ async fn main() {
         .expect("set BACKSTOP_TEST_POSTGRES_URL, e.g. postgres://postgres@127.0.0.1:5432/test");
     let n = env("SINGLE_ENQUEUES_N", 20_000);
     let callers = env("SINGLE_ENQUEUES_CALLERS", 32);
-    let mut opts = PostgresOptions::from_url(&url).unwrap();
-    opts.schema = format!("single_enqueues_{}", std::process::id());
-    let store = PostgresStore::open_with(opts.clone()).await.unwrap();
+    let scratch = ScratchSchema::new(&url, "single_enqueues").unwrap();
+    let store = scratch.open().await.unwrap();
     let t = Instant::now();
     let handles: Vec<_> = (0..callers)
         .map(|c| {
@@ -70,14 +69,5 @@ async fn main() {
         .unwrap();
     assert_eq!(counts.pending as usize, n, "every enqueue is in the ledger");
     store.close().await;
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
-        .await
-        .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP SCHEMA \"{}\" CASCADE",
-        opts.schema
-    )))
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    scratch.drop_all().await.unwrap();
 }

@@ -35,12 +35,14 @@ mod rescue;
 mod retention;
 mod row;
 mod schema;
+mod scratch;
 mod start;
 mod statement_runs;
 mod types;
 mod watch;
 
 pub use connect::{ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SCHEMA, PostgresOptions};
+pub use scratch::ScratchSchema;
 
 use backstop_core::group_commit::GroupCommit;
 use backstop_core::store::*;

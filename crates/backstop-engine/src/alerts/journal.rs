@@ -4,13 +4,14 @@
 //! its journal.
 
 use super::window::{Collector, Group};
-use crate::engine::Shared;
+use crate::context::Context;
 use crate::reconciler::nodes::NODE_PREFIX;
 use backstop_core::StoreError;
 use backstop_core::store::BeatsParams;
 use backstop_core::store::{BeatParams, ForgetBeatsParams};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Journals are beats named this, then the owner and `/` (so one owner's name is never the
 /// prefix of another's).
@@ -30,32 +31,30 @@ fn name(owner: &str) -> String {
 
 /// Writes this process's open window (or clears it when empty).
 pub(crate) async fn save(
-    shared: &Shared,
+    ctx: &Context,
     start: Timestamp,
     open: &Collector,
 ) -> Result<(), StoreError> {
     if open.is_empty() {
-        return clear(shared, &shared.owner).await;
+        return clear(ctx, &ctx.owner).await;
     }
     let journal = Journal {
         window_start: start,
         groups: open.groups(),
     };
-    shared
-        .store
+    ctx.store
         .beat(BeatParams {
-            name: name(&shared.owner),
-            owner: shared.owner.clone(),
-            at: shared.clock.now(),
+            name: name(&ctx.owner),
+            owner: ctx.owner.to_string(),
+            at: ctx.clock.now(),
             detail: serde_json::to_string(&journal).expect("plain data"),
         })
         .await
 }
 
 /// Removes `owner`'s journal.
-pub(crate) async fn clear(shared: &Shared, owner: &str) -> Result<(), StoreError> {
-    shared
-        .store
+pub(crate) async fn clear(ctx: &Context, owner: &str) -> Result<(), StoreError> {
+    ctx.store
         .forget_beats(ForgetBeatsParams {
             prefix: name(owner),
             before: Timestamp::MAX,
@@ -66,8 +65,11 @@ pub(crate) async fn clear(shared: &Shared, owner: &str) -> Result<(), StoreError
 
 /// The journals left by processes that are gone (no node beat within `3 × node_beat`), with
 /// their owners.
-pub(crate) async fn orphans(shared: &Shared) -> Result<Vec<(String, Journal)>, StoreError> {
-    let journals = shared
+pub(crate) async fn orphans(
+    ctx: &Context,
+    node_beat: Duration,
+) -> Result<Vec<(String, Journal)>, StoreError> {
+    let journals = ctx
         .store
         .beats(BeatsParams {
             prefix: JOURNAL_PREFIX.to_string(),
@@ -76,9 +78,9 @@ pub(crate) async fn orphans(shared: &Shared) -> Result<Vec<(String, Journal)>, S
     if journals.is_empty() {
         return Ok(Vec::new());
     }
-    let every = SignedDuration::try_from(shared.opts.node_beat).unwrap_or(SignedDuration::MAX);
-    let fresh = shared.clock.now() - every.saturating_mul(3);
-    let alive: Vec<String> = shared
+    let every = SignedDuration::try_from(node_beat).unwrap_or(SignedDuration::MAX);
+    let fresh = ctx.clock.now() - every.saturating_mul(3);
+    let alive: Vec<String> = ctx
         .store
         .beats(BeatsParams {
             prefix: NODE_PREFIX.to_string(),
@@ -90,7 +92,7 @@ pub(crate) async fn orphans(shared: &Shared) -> Result<Vec<(String, Journal)>, S
         .collect();
     Ok(journals
         .into_iter()
-        .filter(|j| j.owner != shared.owner && !alive.contains(&j.owner))
+        .filter(|j| *j.owner != *ctx.owner && !alive.contains(&j.owner))
         .filter_map(|j| {
             let journal = serde_json::from_str::<Journal>(&j.detail)
                 .inspect_err(|e| tracing::error!(journal = %j.name, error = %e, "unreadable alert journal; left in place"))

@@ -12,14 +12,13 @@ pub mod window;
 pub use event::{AlertEvent, AlertName, UnknownAlert};
 pub use format::{AlertFormat, UnknownFormat};
 
-use crate::engine::Shared;
-use crate::enqueue::EnqueueRequest;
-use backstop_core::{AttemptOutcome, KindConfig, RetryPolicy, Target};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::context::Context;
+use crate::enqueue::{self, EnqueueError, EnqueueRequest};
+use crate::options::EngineOptions;
+use backstop_core::{KindConfig, RetryPolicy, Target};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use window::{Collector, Window};
 
 /// Internal alert kinds are named this, then the sink's name.
@@ -103,171 +102,131 @@ impl Default for AlertOptions {
     }
 }
 
-/// Attempts and failing attempts of one kind in the current window.
-#[derive(Default)]
-pub(crate) struct Tally {
-    attempts: AtomicU64,
-    failing: AtomicU64,
+/// The alert loop, with what it uses: the whole context (it drains the hub, keeps its
+/// window in the ledger and enqueues the messages as tasks of the sinks' kinds).
+pub(crate) struct Alerter {
+    ctx: Arc<Context>,
+    opts: AlertOptions,
+    /// How often processes beat: a window whose process missed three beats is orphaned.
+    node_beat: Duration,
+    max_payload: usize,
 }
 
-impl Tally {
-    fn take(&self) -> (u64, u64) {
-        (
-            self.attempts.swap(0, Ordering::Relaxed),
-            self.failing.swap(0, Ordering::Relaxed),
-        )
-    }
-}
-
-/// Where the engine raises alerts: cheap to clone, never blocks.
-#[derive(Clone)]
-pub(crate) struct Alerts {
-    tx: mpsc::UnboundedSender<AlertEvent>,
-    rx: Arc<Mutex<Option<mpsc::UnboundedReceiver<AlertEvent>>>>,
-    tallies: Arc<HashMap<String, Tally>>,
-}
-
-impl Alerts {
-    pub(crate) fn new<'a>(kinds: impl Iterator<Item = &'a str>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        Alerts {
-            tx,
-            rx: Arc::new(Mutex::new(Some(rx))),
-            tallies: Arc::new(kinds.map(|k| (k.to_string(), Tally::default())).collect()),
+impl Alerter {
+    pub(crate) fn new(ctx: Arc<Context>, opts: AlertOptions, engine: &EngineOptions) -> Self {
+        Alerter {
+            ctx,
+            opts,
+            node_beat: engine.node_beat,
+            max_payload: engine.max_payload,
         }
     }
 
-    /// Raises one event (logged by the caller).
-    pub(crate) fn raise(&self, e: AlertEvent) {
-        crate::metrics::alert(e.name);
-        let _ = self.tx.send(e);
-    }
-
-    /// Counts one attempt's outcome toward its kind's failure rate.
-    pub(crate) fn attempt(&self, kind: &str, outcome: AttemptOutcome) {
-        if let Some(t) = self.tallies.get(kind) {
-            t.attempts.fetch_add(1, Ordering::Relaxed);
-            if matches!(outcome, AttemptOutcome::Retry | AttemptOutcome::Failed) {
-                t.failing.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-/// Raises `task.failed` for a new dead letter.
-pub(crate) fn dead_letter(
-    alerts: &Alerts,
-    kind: &str,
-    task: backstop_core::TaskId,
-    error: &str,
-    reason: &str,
-) {
-    let detail = match (error.is_empty(), reason.is_empty()) {
-        (false, false) => format!("{reason}: {error}"),
-        (true, false) => reason.to_string(),
-        _ => error.to_string(),
-    };
-    alerts.raise(AlertEvent {
-        name: AlertName::TaskFailed,
-        kind: Some(kind.to_string()),
-        task: Some(task),
-        detail,
-    });
-}
-
-/// Closes a window every `window` until `stop`, then one last time. The open window is kept
-/// in the ledger as it fills (`journal`), and the windows left open by processes that are
-/// gone are sent as they were, every `node_beat`.
-pub(crate) async fn run(shared: Arc<Shared>, opts: AlertOptions, mut stop: watch::Receiver<bool>) {
-    let Some(mut rx) = shared.alerts.rx.lock().expect("not poisoned").take() else {
-        return;
-    };
-    let mut collector = Collector::default();
-    let mut start = shared.clock.now();
-    let mut tick = tokio::time::interval(opts.window);
-    tick.tick().await;
-    let mut orphans = tokio::time::interval(shared.opts.node_beat);
-    loop {
-        let stopping = tokio::select! {
-            Some(e) = rx.recv() => {
-                collector.add(e);
-                while let Ok(e) = rx.try_recv() {
-                    collector.add(e);
+    /// Closes a window every `window` until `stop`, then one last time. The open window is
+    /// kept in the ledger as it fills (`journal`), and the windows left open by processes that
+    /// are gone are sent as they were, every `node_beat`.
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
+        let (ctx, opts) = (&*self.ctx, &self.opts);
+        let mut collector = Collector::default();
+        let mut start = ctx.clock.now();
+        let mut tick = tokio::time::interval(opts.window);
+        tick.tick().await;
+        let mut orphans = tokio::time::interval(self.node_beat);
+        loop {
+            let stopping = tokio::select! {
+                _ = ctx.alerts.raised() => {
+                    let raised = ctx.alerts.drain();
+                    if raised.is_empty() {
+                        continue;
+                    }
+                    raised.into_iter().for_each(|e| collector.add(e));
+                    // In the ledger before the window closes: a kill now loses none of them.
+                    if let Err(e) = journal::save(ctx, start, &collector).await {
+                        tracing::error!(error = %e, "recording the open alert window failed; it is kept in memory and sent when the window closes");
+                    }
+                    continue;
                 }
-                // In the ledger before the window closes: a kill now loses none of them.
-                if let Err(e) = journal::save(&shared, start, &collector).await {
-                    tracing::error!(error = %e, "recording the open alert window failed; it is kept in memory and sent when the window closes");
+                _ = orphans.tick() => {
+                    self.send_orphans().await;
+                    continue;
                 }
-                continue;
-            }
-            _ = orphans.tick() => {
-                send_orphans(&shared, &opts).await;
-                continue;
-            }
-            _ = tick.tick() => false,
-            _ = stop.changed() => true,
-        };
-        while let Ok(e) = rx.try_recv() {
-            collector.add(e);
-        }
-        failure_rates(&shared, &opts, &mut collector);
-        if !collector.is_empty() {
-            let w = collector.take();
-            let end = shared.clock.now();
-            match send(&shared, &opts, &w, start, end, &shared.owner).await {
-                Ok(()) => {
-                    start = end;
-                    if let Err(e) = journal::clear(&shared, &shared.owner).await {
-                        tracing::warn!(error = %e, "clearing the sent alert window's journal failed; a later sender finds it already sent");
+                _ = tick.tick() => false,
+                _ = stop.changed() => true,
+            };
+            ctx.alerts
+                .drain()
+                .into_iter()
+                .for_each(|e| collector.add(e));
+            failure_rates(ctx, opts, &mut collector);
+            if !collector.is_empty() {
+                let w = collector.take();
+                let end = ctx.clock.now();
+                match send(ctx, opts, self.max_payload, &w, start, end, &ctx.owner).await {
+                    Ok(()) => {
+                        start = end;
+                        if let Err(e) = journal::clear(ctx, &ctx.owner).await {
+                            tracing::warn!(error = %e, "clearing the sent alert window's journal failed; a later sender finds it already sent");
+                        }
+                    }
+                    // Kept for the next window: nothing is dropped while the ledger is away.
+                    Err(e) => {
+                        tracing::error!(error = %e, "recording alert messages failed; retrying with the next window");
+                        for g in w.groups {
+                            collector.merge(g);
+                        }
+                        let _ = journal::save(ctx, start, &collector).await;
                     }
                 }
-                // Kept for the next window: nothing is dropped while the ledger is away.
-                Err(e) => {
-                    tracing::error!(error = %e, "recording alert messages failed; retrying with the next window");
-                    for g in w.groups {
-                        collector.merge(g);
-                    }
-                    let _ = journal::save(&shared, start, &collector).await;
-                }
+            } else {
+                start = ctx.clock.now();
             }
-        } else {
-            start = shared.clock.now();
-        }
-        if stopping {
-            return;
+            if stopping {
+                return;
+            }
         }
     }
-}
 
-/// Sends the windows that processes now gone left open, each as the message it would have
-/// been (keyed by its owner and start, so that two processes sending it make one message).
-async fn send_orphans(shared: &Arc<Shared>, opts: &AlertOptions) {
-    let found = match journal::orphans(shared).await {
-        Ok(found) => found,
-        Err(e) => {
-            tracing::warn!(error = %e, "reading alert journals failed; trying again later");
-            return;
-        }
-    };
-    for (owner, j) in found {
-        let w = Window { groups: j.groups };
-        let r = send(shared, opts, &w, j.window_start, shared.clock.now(), &owner).await;
-        match r {
-            Ok(()) => {
-                tracing::info!(process = %owner, groups = w.groups.len(), "sent the alert window a process left open when it died");
-                let _ = journal::clear(shared, &owner).await;
-            }
+    /// Sends the windows that processes now gone left open, each as the message it would
+    /// have been (keyed by its owner and start, so that two processes sending it make one
+    /// message).
+    async fn send_orphans(&self) {
+        let ctx = &*self.ctx;
+        let found = match journal::orphans(ctx, self.node_beat).await {
+            Ok(found) => found,
             Err(e) => {
-                tracing::warn!(process = %owner, error = %e, "sending an orphaned alert window failed; trying again later");
+                tracing::warn!(error = %e, "reading alert journals failed; trying again later");
+                return;
+            }
+        };
+        for (owner, j) in found {
+            let w = Window { groups: j.groups };
+            let now = ctx.clock.now();
+            let r = send(
+                ctx,
+                &self.opts,
+                self.max_payload,
+                &w,
+                j.window_start,
+                now,
+                &owner,
+            )
+            .await;
+            match r {
+                Ok(()) => {
+                    tracing::info!(process = %owner, groups = w.groups.len(), "sent the alert window a process left open when it died");
+                    let _ = journal::clear(ctx, &owner).await;
+                }
+                Err(e) => {
+                    tracing::warn!(process = %owner, error = %e, "sending an orphaned alert window failed; trying again later");
+                }
             }
         }
     }
 }
 
-fn failure_rates(shared: &Shared, opts: &AlertOptions, c: &mut Collector) {
+fn failure_rates(ctx: &Context, opts: &AlertOptions, c: &mut Collector) {
     let Some(fr) = opts.failure_rate else { return };
-    for (kind, t) in shared.alerts.tallies.iter() {
-        let (attempts, failing) = t.take();
+    for (kind, attempts, failing) in ctx.alerts.take_tallies() {
         if attempts >= fr.min_attempts.max(1) && failing as f64 / attempts as f64 > fr.threshold {
             let mut e = AlertEvent::new(
                 AlertName::FailureRate,
@@ -276,7 +235,7 @@ fn failure_rates(shared: &Shared, opts: &AlertOptions, c: &mut Collector) {
                     fr.threshold * 100.0
                 ),
             );
-            e.kind = Some(kind.clone());
+            e.kind = Some(kind);
             c.add(e);
         }
     }
@@ -284,35 +243,30 @@ fn failure_rates(shared: &Shared, opts: &AlertOptions, c: &mut Collector) {
 
 /// Sends one event at once, as a window of its own.
 pub(crate) async fn send_now(
-    shared: &Arc<Shared>,
+    ctx: &Context,
+    opts: &AlertOptions,
+    max_payload: usize,
     e: AlertEvent,
-) -> Result<(), crate::EnqueueError> {
-    crate::metrics::alert(e.name);
+) -> Result<(), EnqueueError> {
+    crate::metrics::alert(e.name.as_str());
     let mut c = Collector::default();
     c.add(e);
-    let now = shared.clock.now();
-    send(
-        shared,
-        &shared.alert_opts,
-        &c.take(),
-        now,
-        now,
-        &shared.owner,
-    )
-    .await
+    let now = ctx.clock.now();
+    send(ctx, opts, max_payload, &c.take(), now, now, &ctx.owner).await
 }
 
 /// One task per sink that wants any of the window's events, keyed by the process that
 /// collected them (`owner`) and the window, so that a retried write never sends a message
 /// twice.
 async fn send(
-    shared: &Arc<Shared>,
+    ctx: &Context,
     opts: &AlertOptions,
+    max_payload: usize,
     w: &Window,
     start: jiff::Timestamp,
     end: jiff::Timestamp,
     owner: &str,
-) -> Result<(), crate::EnqueueError> {
+) -> Result<(), EnqueueError> {
     let (s, e) = (
         backstop_core::wire_time::format(start),
         backstop_core::wire_time::format(end),
@@ -338,13 +292,10 @@ async fn send(
     if requests.is_empty() {
         return Ok(());
     }
-    let engine = crate::Engine {
-        shared: shared.clone(),
-    };
-    for r in engine.enqueue_many(requests).await? {
+    for r in enqueue::enqueue_many(ctx, max_payload, requests).await? {
         match r {
             // Written before, by a call whose answer was lost: sent already.
-            Ok(_) | Err(crate::EnqueueError::Conflict { .. }) => {}
+            Ok(_) | Err(EnqueueError::Conflict { .. }) => {}
             Err(e) => return Err(e),
         }
     }

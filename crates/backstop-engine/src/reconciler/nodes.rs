@@ -3,17 +3,23 @@
 //! reconciler's own beat, raising `reconciler.stalled` when it goes stale: the watcher is
 //! watched.
 
-use crate::alerts::{AlertEvent, AlertName};
-use crate::engine::Shared;
-use backstop_core::Target;
+use crate::alerts::event::{AlertEvent, AlertName};
+use crate::context::{AlertHub, Context, Delivery, Kinds};
+use crate::options::EngineOptions;
+use backstop_core::Clock;
 use backstop_core::clock::add;
 use backstop_core::store::BeatsParams;
+use backstop_core::store::Cluster;
 use backstop_core::store::{Beat, BeatParams, ForgetBeatsParams};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
+
+/// The beat name of the reconciler's passes, which every process watches.
+pub const RECONCILER_BEAT: &str = "reconciler";
 
 /// Beat names of processes start with this.
 pub const NODE_PREFIX: &str = "node:";
@@ -61,33 +67,140 @@ impl NodeBeat {
     }
 }
 
-fn detail(shared: &Shared) -> String {
-    let kinds = shared
-        .configs
-        .values()
-        .map(|k| {
-            let pull = k.target == Target::Pull;
+/// A process's beat loop, with what it uses.
+pub(crate) struct Nodes {
+    store: Arc<dyn Cluster>,
+    clock: Arc<dyn Clock>,
+    owner: Arc<str>,
+    /// The kinds this process serves, as its beat describes them.
+    kinds: Arc<Kinds>,
+    alerts: AlertHub,
+    leading: watch::Receiver<bool>,
+    every: Duration,
+    stalled_after: Duration,
+    /// When this engine was built: a fresh database has no reconciler beat to count from.
+    started: Timestamp,
+}
+
+impl Nodes {
+    pub(crate) fn new(
+        ctx: &Context,
+        opts: &EngineOptions,
+        leading: watch::Receiver<bool>,
+        started: Timestamp,
+    ) -> Self {
+        Nodes {
+            store: ctx.store.clone(),
+            clock: ctx.clock.clone(),
+            owner: ctx.owner.clone(),
+            kinds: ctx.kinds.clone(),
+            alerts: ctx.alerts.clone(),
+            leading,
+            every: opts.node_beat,
+            stalled_after: opts.stalled_after,
+            started,
+        }
+    }
+
+    /// Beats this process's node row and checks the reconciler's beat, every `node_beat`,
+    /// until `stop`. The leader also forgets processes gone for an hour.
+    pub(crate) async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut stalled = false;
+        loop {
+            let now = self.clock.now();
+            let beat = self.store.beat(BeatParams {
+                name: format!("{NODE_PREFIX}{}", self.owner),
+                owner: self.owner.to_string(),
+                at: now,
+                detail: self.detail(),
+            });
+            if let Err(e) = beat.await {
+                tracing::warn!(error = %e, "recording this process's beat failed");
+            }
+            stalled = self.watch_reconciler(now, stalled).await;
+            if *self.leading.borrow() {
+                let _ = self
+                    .store
+                    .forget_beats(ForgetBeatsParams {
+                        prefix: NODE_PREFIX.into(),
+                        before: now - SignedDuration::from_hours(1),
+                    })
+                    .await;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.every) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    fn detail(&self) -> String {
+        let mut kinds = HashMap::new();
+        let mut pulled = HashMap::new();
+        for k in self.kinds.all() {
+            let pull = k.delivery == Delivery::Pulled;
+            let c = &k.config;
             let served = ServedKind {
-                concurrency: if pull { 0 } else { k.concurrency },
-                paused: k.paused,
+                concurrency: if pull { 0 } else { c.concurrency },
+                paused: c.paused,
                 pull,
             };
-            (k.name.clone(), served)
-        })
-        .collect();
-    let pulled = shared.pulled.lock().expect("not poisoned").clone();
-    serde_json::to_string(&Detail { kinds, pulled }).expect("plain data")
+            kinds.insert(c.name.clone(), served);
+            if let Some(at) = *k.pulled.lock().expect("not poisoned") {
+                pulled.insert(c.name.clone(), at);
+            }
+        }
+        serde_json::to_string(&Detail { kinds, pulled }).expect("plain data")
+    }
+
+    /// Raises `reconciler.stalled` once per stall (and logs its end); returns whether it is
+    /// stalled now.
+    async fn watch_reconciler(&self, now: Timestamp, was: bool) -> bool {
+        let last = match self
+            .store
+            .beats(BeatsParams {
+                prefix: RECONCILER_BEAT.to_string(),
+            })
+            .await
+        {
+            Ok(b) => b.into_iter().find(|b| b.name == RECONCILER_BEAT),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the reconciler's beat failed");
+                return was;
+            }
+        };
+        // A fresh database has no beat yet: count from this process's start instead.
+        let since = last.as_ref().map_or(self.started, |b| b.at);
+        let stalled = now > add(since, self.stalled_after);
+        if stalled && !was {
+            let age = (now - since).round(jiff::Unit::Second).unwrap_or_default();
+            let detail = match &last {
+                Some(b) => format!(
+                    "the reconciler's last pass was {age:#} ago (by {}); nothing rescues expired leases or finds overdue work meanwhile",
+                    b.owner
+                ),
+                None => format!("no reconciler pass has been recorded in {age:#}"),
+            };
+            tracing::error!(%detail, "reconciler stalled");
+            crate::metrics::reconciler_stalled(true);
+            self.alerts
+                .raise(AlertEvent::new(AlertName::ReconcilerStalled, detail));
+        } else if !stalled && was {
+            tracing::info!("the reconciler is passing again");
+            crate::metrics::reconciler_stalled(false);
+        }
+        stalled
+    }
 }
 
 /// A node is live while its last beat is younger than this many beat intervals.
 const LIVE_BEATS: i32 = 3;
 
-/// The processes whose beat is fresh at `now`.
-pub(crate) async fn live(shared: &Shared, now: Timestamp) -> Vec<NodeBeat> {
-    let every = SignedDuration::try_from(shared.opts.node_beat).unwrap_or(SignedDuration::MAX);
+/// The processes whose beat (every `every`) is fresh at `now`.
+pub(crate) async fn live(store: &dyn Cluster, every: Duration, now: Timestamp) -> Vec<NodeBeat> {
+    let every = SignedDuration::try_from(every).unwrap_or(SignedDuration::MAX);
     let fresh_since = now - every * LIVE_BEATS;
-    match shared
-        .store
+    match store
         .beats(BeatsParams {
             prefix: NODE_PREFIX.to_string(),
         })
@@ -103,76 +216,4 @@ pub(crate) async fn live(shared: &Shared, now: Timestamp) -> Vec<NodeBeat> {
             Vec::new()
         }
     }
-}
-
-/// Beats this process's node row and checks the reconciler's beat, every `node_beat`, until
-/// `stop`. The leader also forgets processes gone for an hour.
-pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut stalled = false;
-    loop {
-        let now = shared.clock.now();
-        let beat = shared.store.beat(BeatParams {
-            name: format!("{NODE_PREFIX}{}", shared.owner),
-            owner: shared.owner.clone(),
-            at: now,
-            detail: detail(&shared),
-        });
-        if let Err(e) = beat.await {
-            tracing::warn!(error = %e, "recording this process's beat failed");
-        }
-        stalled = watch_reconciler(&shared, now, stalled).await;
-        if *shared.leading.borrow() {
-            let _ = shared
-                .store
-                .forget_beats(ForgetBeatsParams {
-                    prefix: NODE_PREFIX.into(),
-                    before: now - SignedDuration::from_hours(1),
-                })
-                .await;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(shared.opts.node_beat) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-/// Raises `reconciler.stalled` once per stall (and logs its end); returns whether it is
-/// stalled now.
-async fn watch_reconciler(shared: &Shared, now: Timestamp, was: bool) -> bool {
-    let last = match shared
-        .store
-        .beats(BeatsParams {
-            prefix: super::RECONCILER_BEAT.to_string(),
-        })
-        .await
-    {
-        Ok(b) => b.into_iter().find(|b| b.name == super::RECONCILER_BEAT),
-        Err(e) => {
-            tracing::warn!(error = %e, "reading the reconciler's beat failed");
-            return was;
-        }
-    };
-    // A fresh database has no beat yet: count from this process's start instead.
-    let since = last.as_ref().map_or(shared.started, |b| b.at);
-    let stalled = now > add(since, shared.opts.stalled_after);
-    if stalled && !was {
-        let age = (now - since).round(jiff::Unit::Second).unwrap_or_default();
-        let detail = match &last {
-            Some(b) => format!(
-                "the reconciler's last pass was {age:#} ago (by {}); nothing rescues expired leases or finds overdue work meanwhile",
-                b.owner
-            ),
-            None => format!("no reconciler pass has been recorded in {age:#}"),
-        };
-        tracing::error!(%detail, "reconciler stalled");
-        crate::metrics::reconciler_stalled(true);
-        shared
-            .alerts
-            .raise(AlertEvent::new(AlertName::ReconcilerStalled, detail));
-    } else if !stalled && was {
-        tracing::info!("the reconciler is passing again");
-        crate::metrics::reconciler_stalled(false);
-    }
-    stalled
 }

@@ -3,8 +3,7 @@
 
 #![allow(dead_code)] // Each test file uses its own part.
 
-use backstop_store_mysql::{MysqlOptions, MysqlStore};
-use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
+use backstop_store_mysql::{MysqlOptions, MysqlStore, ScratchPrefix};
 
 /// The variable that names the test server, e.g. `mysql://root@127.0.0.1:3306/test`.
 pub const URL_VAR: &str = "BACKSTOP_TEST_MYSQL_URL";
@@ -23,20 +22,25 @@ pub fn skip() -> bool {
 pub struct PrefixGuard {
     pub url: String,
     pub prefix: String,
+    scratch: ScratchPrefix,
 }
 
 impl PrefixGuard {
     /// A new, unique prefix on the test server (no tables yet: migrating creates them).
     pub fn new() -> Self {
         let url = url().expect("the test server URL");
-        let prefix = format!("t{}_", uuid::Uuid::now_v7().simple());
-        PrefixGuard { url, prefix }
+        let scratch = ScratchPrefix::new(&url, "t").expect("a scratch prefix");
+        let prefix = scratch.prefix().to_string();
+        PrefixGuard {
+            url,
+            prefix,
+            scratch,
+        }
     }
 
     /// Options for a store on this prefix.
     pub fn options(&self) -> MysqlOptions {
-        let mut opts = MysqlOptions::from_url(&self.url).expect("valid test URL");
-        opts.prefix = self.prefix.clone();
+        let mut opts = self.scratch.options();
         opts.max_connections = 8;
         opts
     }
@@ -51,28 +55,7 @@ impl PrefixGuard {
 
 impl Drop for PrefixGuard {
     fn drop(&mut self) {
-        // Drop runs inside the test's runtime, which cannot be blocked on: a thread of its own
-        // with a runtime of its own. Best effort: leftover tables are only clutter.
-        let url = MysqlOptions::from_url(&self.url)
-            .map(|o| o.url)
-            .unwrap_or_default();
-        let p = &self.prefix;
-        let sql = format!(
-            "DROP TABLE IF EXISTS {p}events, {p}tasks, {p}leaders, {p}beats, {p}statement_runs, {p}entities, \
-         {p}entity_events, {p}entity_decisions, {p}callbacks, {p}schema"
-        );
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut conn) = MySqlConnection::connect(&url).await {
-                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
-                    let _ = conn.close().await;
-                }
-            });
-        })
-        .join();
+        // Best effort: leftover tables are only clutter.
+        let _ = self.scratch.drop_all_blocking();
     }
 }

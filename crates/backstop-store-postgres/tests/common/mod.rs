@@ -3,8 +3,7 @@
 
 #![allow(dead_code)] // Each test file uses its own part.
 
-use backstop_store_postgres::{PostgresOptions, PostgresStore};
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use backstop_store_postgres::{PostgresOptions, PostgresStore, ScratchSchema};
 
 /// The variable that names the test server, e.g. `postgres://postgres@127.0.0.1:5432/test`.
 pub const URL_VAR: &str = "BACKSTOP_TEST_POSTGRES_URL";
@@ -23,20 +22,25 @@ pub fn skip() -> bool {
 pub struct SchemaGuard {
     pub url: String,
     pub schema: String,
+    scratch: ScratchSchema,
 }
 
 impl SchemaGuard {
     /// A new, unique schema name on the test server (not created yet: migrating creates it).
     pub fn new() -> Self {
         let url = url().expect("the test server URL");
-        let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
-        SchemaGuard { url, schema }
+        let scratch = ScratchSchema::new(&url, "test").expect("a scratch schema");
+        let schema = scratch.name().to_string();
+        SchemaGuard {
+            url,
+            schema,
+            scratch,
+        }
     }
 
     /// Options for a store on this schema.
     pub fn options(&self) -> PostgresOptions {
-        let mut opts = PostgresOptions::from_url(&self.url).expect("valid test URL");
-        opts.schema = self.schema.clone();
+        let mut opts = self.scratch.options();
         opts.max_connections = 8;
         opts
     }
@@ -51,24 +55,7 @@ impl SchemaGuard {
 
 impl Drop for SchemaGuard {
     fn drop(&mut self) {
-        // Drop runs inside the test's runtime, which cannot be blocked on: a thread of its own
-        // with a runtime of its own. Best effort: a leftover schema is only clutter.
-        let url = PostgresOptions::from_url(&self.url)
-            .map(|o| o.url)
-            .unwrap_or_default();
-        let sql = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.schema);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut conn) = PgConnection::connect(&url).await {
-                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
-                    let _ = conn.close().await;
-                }
-            });
-        })
-        .join();
+        // Best effort: a leftover schema is only clutter.
+        let _ = self.scratch.drop_all_blocking();
     }
 }

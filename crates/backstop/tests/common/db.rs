@@ -1,9 +1,9 @@
 //! A database of their own for the server-backed end-to-end tests: a fresh schema on the
 //! PostgreSQL test server, or a fresh table prefix on the MySQL/MariaDB one, dropped (with
-//! everything in it) when the guard goes.
+//! everything in it) when the guard goes. The store crates' scratch API makes and drops them.
 
-use backstop::TaskId;
-use sqlx::{AssertSqlSafe, Connection, MySqlConnection, PgConnection};
+use backstop_store_mysql::ScratchPrefix;
+use backstop_store_postgres::ScratchSchema;
 
 /// Which test server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,9 +25,15 @@ impl Server {
 /// A schema (PostgreSQL) or table prefix (MySQL) of its own on a test server.
 pub struct TestDb {
     pub server: Server,
-    base: String,
+    scratch: Scratch,
     /// The schema or the prefix.
     pub name: String,
+}
+
+/// The store crate's scratch ledger behind a [`TestDb`].
+enum Scratch {
+    Postgres(ScratchSchema),
+    Mysql(ScratchPrefix),
 }
 
 impl TestDb {
@@ -39,71 +45,40 @@ impl TestDb {
             return None;
         }
         let base = backstop_store_tests::server::server_url(var)?;
-        let unique = TaskId::new().0.simple().to_string();
-        let name = match server {
-            Server::Postgres => format!("test_{unique}"),
-            Server::Mysql => format!("t{unique}_"),
+        let (scratch, name) = match server {
+            Server::Postgres => {
+                let s = ScratchSchema::new(&base, "test").expect("a scratch schema");
+                let name = s.name().to_string();
+                (Scratch::Postgres(s), name)
+            }
+            Server::Mysql => {
+                let s = ScratchPrefix::new(&base, "t").expect("a scratch prefix");
+                let name = s.prefix().to_string();
+                (Scratch::Mysql(s), name)
+            }
         };
-        Some(TestDb { server, base, name })
+        Some(TestDb {
+            server,
+            scratch,
+            name,
+        })
     }
 
     /// The ledger URL `backstop` opens: the server's URL with `schema=` or `prefix=`.
     pub fn url(&self) -> String {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        let key = match self.server {
-            Server::Postgres => "schema",
-            Server::Mysql => "prefix",
-        };
-        format!("{}{sep}{key}={}", self.base, self.name)
+        match &self.scratch {
+            Scratch::Postgres(s) => s.url(),
+            Scratch::Mysql(s) => s.url(),
+        }
     }
 }
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        // Drop runs inside the test's runtime, which cannot be blocked on: a thread of its own
-        // with a runtime of its own. Best effort: leftovers are only clutter.
-        let (server, base, name) = (self.server, self.base.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                match server {
-                    Server::Postgres => {
-                        let sql = format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE");
-                        if let Ok(mut conn) = PgConnection::connect(&base).await {
-                            let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
-                            let _ = conn.close().await;
-                        }
-                    }
-                    Server::Mysql => {
-                        let Ok(opts) = backstop_store_mysql::MysqlOptions::from_url(&base) else {
-                            return;
-                        };
-                        let Ok(mut conn) = MySqlConnection::connect(&opts.url).await else {
-                            return;
-                        };
-                        // Every table with the prefix (the name is hex and '_', so only the
-                        // underscore needs escaping in LIKE).
-                        let pattern = format!("{}%", name.replace('_', "\\_"));
-                        let tables: Vec<String> = sqlx::query_scalar(
-                            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
-                             WHERE table_schema = DATABASE() AND table_name LIKE ?",
-                        )
-                        .bind(pattern)
-                        .fetch_all(&mut conn)
-                        .await
-                        .unwrap_or_default();
-                        if !tables.is_empty() {
-                            let sql = format!("DROP TABLE IF EXISTS {}", tables.join(", "));
-                            let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await;
-                        }
-                        let _ = conn.close().await;
-                    }
-                }
-            });
-        })
-        .join();
+        // Best effort: leftovers are only clutter.
+        let _ = match &self.scratch {
+            Scratch::Postgres(s) => s.drop_all_blocking(),
+            Scratch::Mysql(s) => s.drop_all_blocking(),
+        };
     }
 }

@@ -155,7 +155,11 @@ pub async fn sigkill_one_of_three_loses_nothing(server: Server) {
         "the process was killed"
     );
     let delivered_before_kill = target.count();
-    // Nothing changes a dead process's leases until they expire (LEASE from now).
+    // A COMMIT the victim sent just before it died may still land on the server: its
+    // outcomes are written, not stranded. Read the leases once those have settled, well
+    // before they expire.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nothing changes a dead process's leases until they expire (LEASE from the kill).
     let stranded: HashSet<String> = held_by(&store, &dead)
         .await
         .into_iter()

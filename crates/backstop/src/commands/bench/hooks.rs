@@ -13,7 +13,7 @@
 //! the ledger holds exactly one task per callback. Requests are signed before the clock
 //! starts, so the client's signing is not measured.
 
-use super::TempDir;
+use super::place::TempDir;
 use super::sink::Loopback;
 use crate::cli::HooksBenchArgs;
 use crate::commands::print_json;

@@ -2,25 +2,19 @@
 //! with an in-process handler; `http` measures the HTTP API and push delivery on loopback;
 //! `hooks` measures inbound callbacks (latency at a fixed rate, sustained throughput).
 
-#[path = "bench_hooks.rs"]
 mod hooks;
-#[path = "bench_http.rs"]
 mod http;
-#[path = "bench_ledger.rs"]
 mod ledger;
-#[path = "bench_load.rs"]
 mod load;
-#[path = "bench_reconciler.rs"]
+mod place;
+mod prefill;
 mod reconciler;
-#[path = "bench_sink.rs"]
 mod sink;
-#[path = "bench_statement.rs"]
 mod statement;
 
 use super::Ctx;
 use crate::cli::{BenchArgs, BenchCommand};
 use anyhow::Result;
-use std::path::PathBuf;
 
 /// Runs `engine` on a task of its own until the returned sender fires (or is dropped); the
 /// handle ends when the engine has stopped.
@@ -56,27 +50,5 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Hooks(h)) => hooks::run(h).await,
         Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
         Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
-    }
-}
-
-/// A fresh directory for a bench's database, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("backstop-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(TempDir(dir))
-    }
-
-    /// The URL of a SQLite database inside the directory.
-    fn sqlite_url(&self) -> String {
-        format!("sqlite://{}", self.0.join("bench.db").display())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -10,8 +10,8 @@
 //!    once with the tasks enqueued while the engine delivers them, once from a backlog
 //!    enqueued before an engine for that kind starts (delivery alone).
 
-use super::TempDir;
 use super::load::{self, Measured};
+use super::place::TempDir;
 use super::sink::{self, Loopback, Received};
 use crate::cli::HttpBenchArgs;
 use crate::commands::print_json;

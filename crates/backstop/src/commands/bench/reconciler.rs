@@ -3,7 +3,8 @@
 //! backlog through partial indexes) plus one audit page, so the finished history should not
 //! show in its cost.
 
-use super::ledger::{Place, prefill};
+use super::place::Place;
+use super::prefill::prefill;
 use crate::cli::ReconcilerBenchArgs;
 use anyhow::{Result, bail};
 use backstop::open_store;

@@ -2,7 +2,8 @@
 //! and succeeded-task scan, the streaming statement reader) over a statement of N rows
 //! against a ledger of N succeeded tasks, with peak memory.
 
-use super::ledger::{FINISHED_KIND, Place, prefill};
+use super::place::Place;
+use super::prefill::{FINISHED_KIND, prefill};
 use crate::cli::StatementBenchArgs;
 use anyhow::{Context, Result, bail};
 use backstop::open_store;

@@ -3,7 +3,7 @@
 //!
 //! 1. the size limit (the HTTP layer reads at most [`CallbackSource::max_body`] bytes and
 //!    reports a larger body with [`Engine::reject_oversized_callback`]);
-//! 2. signature and timestamp, by the source's [`Verifier`] (constant-time; any configured key
+//! 2. signature and timestamp, by the source's [`Verifier`](backstop_webhooks::verify::Verifier) (constant-time; any configured key
 //!    may match during a rotation; a missing header is a rejection);
 //! 3. the replay check and 4. the durable record and 5. the task: one store write
 //!    ([`Store::record_callback`](backstop_core::Store::record_callback)) records the request
@@ -15,19 +15,19 @@
 //! leased by a worker), so a provider's request is answered in the time of one verification
 //! and one (group) commit.
 
-use crate::Engine;
+pub(crate) mod source;
+
+pub use source::{CallbackSource, DEFAULT_MAX_CALLBACK_BODY};
+
+use crate::context::Delivery;
+use crate::engine::Engine;
 use crate::enqueue::{self, EnqueueError, EnqueueRequest};
 use backstop_core::{
     CallbackCheck, CallbackId, CallbackVerdict, RecordCallbackParams, StoreError, TaskId,
 };
-use backstop_webhooks::verify::{InboundRequest, Reply, Scheme, Verifier};
+use backstop_webhooks::verify::{InboundRequest, Reply};
 use http::{HeaderMap, StatusCode};
 use jiff::Timestamp;
-use std::fmt;
-
-/// Largest request body a source accepts unless configured otherwise: 256 KiB (payment
-/// notifications are a few KiB; Stripe's largest events stay well under this).
-pub const DEFAULT_MAX_CALLBACK_BODY: usize = 256 * 1024;
 
 /// How much of a rejected request's body is kept: enough to see what was sent, not enough
 /// for an unauthenticated caller to fill the ledger.
@@ -48,46 +48,6 @@ const DROPPED_HEADERS: &[&str] = &[
     "te",
     "upgrade",
 ];
-
-/// One configured inbound source (`[sources.NAME]`).
-pub struct CallbackSource {
-    /// The source's name: the `{source}` of its URL.
-    pub name: String,
-    /// The kind of the tasks its accepted callbacks become (a configured kind).
-    pub kind: String,
-    /// Checks its requests.
-    pub verifier: Verifier,
-    /// Largest accepted body, in bytes.
-    pub max_body: usize,
-}
-
-impl fmt::Debug for CallbackSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CallbackSource")
-            .field("name", &self.name)
-            .field("kind", &self.kind)
-            .field("scheme", &self.verifier.scheme())
-            .field("max_body", &self.max_body)
-            .finish()
-    }
-}
-
-impl CallbackSource {
-    /// A source of `kind` checked by `verifier`, with the default body limit.
-    pub fn new(name: impl Into<String>, kind: impl Into<String>, verifier: Verifier) -> Self {
-        CallbackSource {
-            name: name.into(),
-            kind: kind.into(),
-            verifier,
-            max_body: DEFAULT_MAX_CALLBACK_BODY,
-        }
-    }
-
-    /// The source's scheme.
-    pub fn scheme(&self) -> Scheme {
-        self.verifier.scheme()
-    }
-}
 
 /// One request as the HTTP layer received it.
 #[derive(Debug, Clone, Copy)]
@@ -129,12 +89,12 @@ pub enum CallbackError {
 impl Engine {
     /// The configured inbound source `name`.
     pub fn callback_source(&self, name: &str) -> Option<&CallbackSource> {
-        self.shared.sources.get(name)
+        self.parts.sources.get(name)
     }
 
     /// The names of the configured inbound sources, sorted.
     pub fn callback_sources(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.shared.sources.keys().map(String::as_str).collect();
+        let mut names: Vec<&str> = self.parts.sources.keys().map(String::as_str).collect();
         names.sort_unstable();
         names
     }
@@ -237,7 +197,7 @@ impl Engine {
             serde_json::to_vec(&text).expect("a string serializes")
         };
         enqueue::prepare(
-            &self.shared.configs,
+            self.ctx.kinds.configs(),
             EnqueueRequest {
                 kind: src.kind.clone(),
                 key,
@@ -245,7 +205,7 @@ impl Engine {
                 ..Default::default()
             },
             request.received_at,
-            self.shared.opts.max_payload,
+            self.parts.opts.max_payload,
         )
         .map_err(|e: EnqueueError| format!("the callback cannot become a task: {e}"))
     }
@@ -266,7 +226,7 @@ impl Engine {
             request.body[..request.body.len().min(REJECTED_BODY_EXCERPT)].to_vec()
         };
         let recorded = self
-            .shared
+            .ctx
             .store
             .record_callback(RecordCallbackParams {
                 id: CallbackId::new(),
@@ -308,18 +268,14 @@ impl Engine {
 
     /// Tells the kind's dispatcher (or waiting pull workers) that a task is due.
     fn wake_kind(&self, kind: &str) {
-        match self.shared.kinds.get(kind) {
-            Some(k) => {
-                k.wake.notify_one();
-                k.metrics.enqueued.increment(1);
-            }
-            None => {
-                self.shared.pull_wake.notify_waiters();
-                if let Some(m) = self.shared.metrics.get(kind) {
-                    m.enqueued.increment(1);
-                }
-            }
+        let Some(k) = self.ctx.kinds.get(kind) else {
+            return;
+        };
+        match k.delivery {
+            Delivery::Dispatched => k.wake.notify_one(),
+            Delivery::Pulled => self.ctx.kinds.pull_wake.notify_waiters(),
         }
+        k.metrics.enqueued.increment(1);
     }
 }
 

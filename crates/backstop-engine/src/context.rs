@@ -1,0 +1,210 @@
+//! The bottom of the engine: what every part of it may hold — the ledger, the clock, this
+//! process's lease owner name, the kinds (each either dispatched here or pulled by workers)
+//! and where alerts are raised. It imports only leaf files of the crate (the alert event type
+//! and the per-kind counters), so no import cycle runs through it; the `imports` test checks.
+
+use crate::alerts::event::{AlertEvent, AlertName};
+use crate::metrics::{self, KindMetrics};
+use backstop_core::{AttemptOutcome, Clock, KindConfig, Store, Target, TaskId};
+use jiff::Timestamp;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// The handles the engine's parts share. Each loop is given only the ones it uses.
+pub(crate) struct Context {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// This process's name on leases, beats and alert windows.
+    pub(crate) owner: Arc<str>,
+    pub(crate) kinds: Arc<Kinds>,
+    pub(crate) alerts: AlertHub,
+}
+
+/// How tasks of a kind reach their handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// A dispatcher of this process runs them (HTTP push or an in-process handler).
+    Dispatched,
+    /// Workers lease them through the API.
+    Pulled,
+}
+
+/// One configured kind, as the engine serves it.
+pub(crate) struct Kind {
+    pub(crate) config: KindConfig,
+    pub(crate) delivery: Delivery,
+    /// Wakes the kind's idle dispatcher (local enqueues, other processes' announcements).
+    pub(crate) wake: Notify,
+    pub(crate) metrics: Arc<KindMetrics>,
+    /// When a worker last asked this process to lease the kind (pull kinds).
+    pub(crate) pulled: Mutex<Option<Timestamp>>,
+}
+
+/// The kind registry: every configured kind, and the wake of long-polling lease requests.
+pub(crate) struct Kinds {
+    configs: HashMap<String, KindConfig>,
+    entries: HashMap<String, Arc<Kind>>,
+    /// Woken by new work of pull kinds, so that long-polling lease requests return promptly.
+    pub(crate) pull_wake: Notify,
+}
+
+impl Kinds {
+    /// The registry of `configs`; a pull target makes a pulled kind, any other a dispatched one.
+    pub(crate) fn new(configs: Vec<KindConfig>) -> Self {
+        let mut entries = HashMap::new();
+        let mut by_name = HashMap::new();
+        for config in configs {
+            let delivery = match config.target {
+                Target::Pull => Delivery::Pulled,
+                _ => Delivery::Dispatched,
+            };
+            let kind = Kind {
+                metrics: Arc::new(KindMetrics::new(&config.name)),
+                config: config.clone(),
+                delivery,
+                wake: Notify::new(),
+                pulled: Mutex::new(None),
+            };
+            entries.insert(config.name.clone(), Arc::new(kind));
+            by_name.insert(config.name.clone(), config);
+        }
+        Kinds {
+            configs: by_name,
+            entries,
+            pull_wake: Notify::new(),
+        }
+    }
+
+    /// A kind by name.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Kind>> {
+        self.entries.get(name)
+    }
+
+    /// Every kind's configuration, by name.
+    pub(crate) fn configs(&self) -> &HashMap<String, KindConfig> {
+        &self.configs
+    }
+
+    /// Every kind.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Kind>> {
+        self.entries.values()
+    }
+
+    /// The kinds of one delivery.
+    pub(crate) fn delivered_by(&self, d: Delivery) -> impl Iterator<Item = &Arc<Kind>> {
+        self.all().filter(move |k| k.delivery == d)
+    }
+
+    /// Wakes whatever waits for new work of `names` (of every kind when empty): the kinds'
+    /// dispatchers, and lease requests when a pull kind is among them.
+    pub(crate) fn wake(&self, names: &[String]) {
+        let mut pull = false;
+        let mut one = |k: &Kind| match k.delivery {
+            Delivery::Dispatched => k.wake.notify_one(),
+            Delivery::Pulled => pull = true,
+        };
+        if names.is_empty() {
+            self.all().for_each(|k| one(k));
+        }
+        for name in names {
+            if let Some(k) = self.get(name) {
+                one(k);
+            }
+        }
+        if pull {
+            self.pull_wake.notify_waiters();
+        }
+    }
+}
+
+/// Where the engine raises alerts: cheap to clone, never blocks. The alert loop drains the
+/// events ([`AlertHub::drain`]) and closes a window every so often.
+#[derive(Clone)]
+pub(crate) struct AlertHub {
+    inner: Arc<HubInner>,
+}
+
+struct HubInner {
+    events: Mutex<Vec<AlertEvent>>,
+    raised: Notify,
+    tallies: HashMap<String, Tally>,
+}
+
+/// Attempts and failing attempts of one kind since the failure rates were last taken.
+#[derive(Default)]
+struct Tally {
+    attempts: AtomicU64,
+    failing: AtomicU64,
+}
+
+impl AlertHub {
+    /// A hub counting the failure rates of `kinds`.
+    pub(crate) fn new<'a>(kinds: impl Iterator<Item = &'a str>) -> Self {
+        AlertHub {
+            inner: Arc::new(HubInner {
+                events: Mutex::new(Vec::new()),
+                raised: Notify::new(),
+                tallies: kinds.map(|k| (k.to_string(), Tally::default())).collect(),
+            }),
+        }
+    }
+
+    /// Raises one event (logged by the caller).
+    pub(crate) fn raise(&self, e: AlertEvent) {
+        metrics::alert(e.name.as_str());
+        self.inner.events.lock().expect("not poisoned").push(e);
+        self.inner.raised.notify_one();
+    }
+
+    /// Raises `task.failed` for a new dead letter.
+    pub(crate) fn dead_letter(&self, kind: &str, task: TaskId, error: &str, reason: &str) {
+        let detail = match (error.is_empty(), reason.is_empty()) {
+            (false, false) => format!("{reason}: {error}"),
+            (true, false) => reason.to_string(),
+            _ => error.to_string(),
+        };
+        self.raise(AlertEvent {
+            name: AlertName::TaskFailed,
+            kind: Some(kind.to_string()),
+            task: Some(task),
+            detail,
+        });
+    }
+
+    /// The events raised since the last drain, oldest first.
+    pub(crate) fn drain(&self) -> Vec<AlertEvent> {
+        std::mem::take(&mut *self.inner.events.lock().expect("not poisoned"))
+    }
+
+    /// Waits until an event is raised (at once when one was raised since the last wait).
+    pub(crate) async fn raised(&self) {
+        self.inner.raised.notified().await
+    }
+
+    /// Counts one attempt's outcome toward its kind's failure rate.
+    pub(crate) fn attempt(&self, kind: &str, outcome: AttemptOutcome) {
+        if let Some(t) = self.inner.tallies.get(kind) {
+            t.attempts.fetch_add(1, Ordering::Relaxed);
+            if matches!(outcome, AttemptOutcome::Retry | AttemptOutcome::Failed) {
+                t.failing.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Each kind's attempts and failing attempts since the last call, counting afresh.
+    pub(crate) fn take_tallies(&self) -> Vec<(String, u64, u64)> {
+        self.inner
+            .tallies
+            .iter()
+            .map(|(kind, t)| {
+                (
+                    kind.clone(),
+                    t.attempts.swap(0, Ordering::Relaxed),
+                    t.failing.swap(0, Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+}
