@@ -73,7 +73,7 @@ async fn a_full_disk_does_not_disable_the_writer_once_space_is_back() {
     // A write in a transaction of its own meets the full disk; SQLite rolls it back by itself.
     let e = s.transition_entity(big_transition(1)).await.unwrap_err();
     assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
-    assert!(e.detail().contains("full"), "{e}");
+    assert!(e.to_string().contains("full"), "{e}");
     // Still full: the same answer, not a broken connection; the write probe says so too.
     let e = s.transition_entity(big_transition(2)).await.unwrap_err();
     assert!(matches!(e, StoreError::Unavailable(_)), "{e}");

@@ -132,7 +132,7 @@ mod tests {
             .unwrap();
         match rt.block_on(connect_store(url)) {
             Ok(_) => panic!("{url} opened"),
-            Err(e) => e.detail(),
+            Err(e) => e.to_string(),
         }
     }
 

@@ -7,6 +7,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cli;
 mod commands;
+mod error_line;
 mod logging;
 mod open_files;
 
@@ -38,7 +39,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line: the error and its causes.
-            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("error: {}", error_line::error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -2,9 +2,12 @@
 //!
 //! The variants about the database (`Open`, `Unavailable`, `Database`) say what failed; their
 //! [`Cause`], the error's `source()`, says why: the driver's error itself, kept whole (so a
-//! caller can downcast it), or a message where there is no underlying error. Displayed alone
-//! a `StoreError` shows only what failed; [`StoreError::detail`], like anyhow's `{:#}`, shows
-//! both.
+//! caller can downcast it), or a message where there is no underlying error.
+//!
+//! Displayed, a `StoreError` says both, what failed and why: it is logged as `error = %e` in
+//! many places and stored in reconciler reports, where a bare "database error" would hide
+//! what happened. A printer of a whole error chain (the CLI's) skips a cause whose text the
+//! line already holds, so the cause is printed once.
 
 use crate::task::{Status, TaskId};
 use std::error::Error;
@@ -41,7 +44,7 @@ pub enum StoreError {
         expected: &'static str,
     },
     /// The database could not be opened or migrated.
-    #[error("cannot open the database")]
+    #[error("cannot open the database: {0}")]
     Open(#[source] Cause),
     /// The database is from a newer backstop.
     #[error("the database schema is version {found}, newer than this backstop knows ({known})")]
@@ -53,10 +56,10 @@ pub enum StoreError {
     },
     /// The ledger cannot take the request now: the database is unreachable, full, read-only
     /// or locked by another process. The same request may succeed later; nothing was written.
-    #[error("the ledger is unavailable")]
+    #[error("the ledger is unavailable: {0}")]
     Unavailable(#[source] Cause),
     /// Any other database failure.
-    #[error("database error")]
+    #[error("database error: {0}")]
     Database(#[source] Cause),
 }
 
@@ -73,13 +76,10 @@ impl StoreError {
         }
     }
 
-    /// What failed and why, as one line: the message, then its cause's after a colon (what
-    /// anyhow's `{:#}` prints). For texts users read, such as an HTTP problem's `detail`.
+    /// What failed and why, as one line (the error's `Display`, which includes its cause):
+    /// for texts users read, such as an HTTP problem's `detail`.
     pub fn detail(&self) -> String {
-        match self.source() {
-            Some(cause) => format!("{self}: {cause}"),
-            None => self.to_string(),
-        }
+        self.to_string()
     }
 }
 
@@ -172,23 +172,12 @@ impl From<&str> for Cause {
 mod tests {
     use super::*;
 
-    /// The messages of an error and its sources, as anyhow's `{:#}` joins them.
-    fn chain(e: &dyn Error) -> String {
-        let mut parts = vec![e.to_string()];
-        let mut next = e.source();
-        while let Some(s) = next {
-            parts.push(s.to_string());
-            next = s.source();
-        }
-        parts.join(": ")
-    }
-
     #[test]
-    fn the_cause_is_kept_whole_and_printed_once() {
+    fn the_cause_is_kept_whole_and_displayed() {
         let e = StoreError::Database(Cause::new(std::io::Error::other("disk on fire")));
-        assert_eq!(e.to_string(), "database error");
-        assert_eq!(e.detail(), "database error: disk on fire");
-        assert_eq!(chain(&e), "database error: disk on fire");
+        // What a log line (`error = %e`) and a reconciler report show.
+        assert_eq!(e.to_string(), "database error: disk on fire");
+        assert_eq!(e.detail(), e.to_string());
         let cause = e
             .source()
             .and_then(|s| s.downcast_ref::<Cause>())

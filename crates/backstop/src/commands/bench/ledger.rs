@@ -61,8 +61,9 @@ pub async fn run(a: LedgerBenchArgs) -> Result<()> {
     let r = measure(&place, &a).await;
     if let Err(e) = place.drop_all().await {
         eprintln!(
-            "bench: could not drop {}: {e:#}",
-            place.isolated_in().unwrap_or_default()
+            "bench: could not drop {}: {}",
+            place.isolated_in().unwrap_or_default(),
+            crate::error_line::error_line(e.as_ref())
         );
     }
     let r = r?;
