@@ -83,6 +83,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = api();
     let (_, open) = open_routes();
     doc.merge(open);
+    document_refusals(&mut doc);
     // Health checks are open to probes; callbacks carry their provider's signature instead.
     for (path, post) in [
         ("/healthz", false),
@@ -103,6 +104,50 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         }
     }
     doc
+}
+
+/// The routes that never touch the ledger, so never answer 503 for it (`/readyz` and the
+/// inbound callbacks document their own 503).
+const WITHOUT_LEDGER: &[&str] = &["/healthz", "/readyz", "/metrics", "/v1/hooks/{source}"];
+
+/// Adds the refusals every route shares to each operation that can meet them: 503 when the
+/// ledger is unavailable (every route that uses it), 408 when the body is late (every route
+/// that reads one). Added here rather than listed per route so that a new route cannot
+/// forget them.
+fn document_refusals(doc: &mut utoipa::openapi::OpenApi) {
+    use routes::problems::{BodyTimeout, LedgerUnavailable};
+    use utoipa::IntoResponses;
+    type Responses = std::collections::BTreeMap<
+        String,
+        utoipa::openapi::RefOr<utoipa::openapi::response::Response>,
+    >;
+    let unavailable = LedgerUnavailable::responses();
+    let late = BodyTimeout::responses();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let ops = [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.patch.as_mut(),
+            item.delete.as_mut(),
+        ];
+        for op in ops.into_iter().flatten() {
+            let mut add = |extra: &Responses| {
+                for (status, r) in extra {
+                    op.responses
+                        .responses
+                        .entry(status.clone())
+                        .or_insert_with(|| r.clone());
+                }
+            };
+            if !WITHOUT_LEDGER.contains(&path.as_str()) {
+                add(&unavailable);
+            }
+            if op.request_body.is_some() {
+                add(&late);
+            }
+        }
+    }
 }
 
 /// The whole application: the authenticated API, the open health checks and the document.

@@ -7,6 +7,6 @@ pub mod hooks;
 pub mod kinds;
 pub mod leases;
 pub mod metrics;
-mod problems;
+pub(crate) mod problems;
 pub mod reconciliations;
 pub mod tasks;

@@ -111,3 +111,23 @@ pub struct InvalidParameters(Problem);
     content_type = "application/problem+json"
 )]
 pub struct BadQuery(Problem);
+
+/// 503: the ledger cannot take the request now; added to every route that uses the ledger
+/// (see `crate::document_refusals`).
+#[derive(IntoResponses)]
+#[response(
+    status = 503,
+    description = "The ledger cannot take the request now (unreachable, full, read-only or locked); nothing was written; send it again after Retry-After seconds",
+    content_type = "application/problem+json",
+    headers(("Retry-After" = u32, description = "Seconds to wait before sending it again"))
+)]
+pub struct LedgerUnavailable(Problem);
+
+/// 408: the body did not arrive within `api.body_timeout`; added to every route that reads one.
+#[derive(IntoResponses)]
+#[response(
+    status = 408,
+    description = "The request body did not arrive within api.body_timeout",
+    content_type = "application/problem+json"
+)]
+pub struct BodyTimeout(Problem);

@@ -249,6 +249,40 @@ async fn the_openapi_document_describes_every_endpoint() {
     api.stop().await;
 }
 
+/// A client generated from the document must know the refusals every route shares: 503 (the
+/// ledger unavailable, with Retry-After) on each route that uses the ledger, 408 (a late body)
+/// on each that reads one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_lists_the_shared_refusals_on_every_route_that_can_meet_them() {
+    let doc = serde_json::to_value(backstop_server::openapi()).unwrap();
+    let without_ledger = ["/healthz", "/metrics"];
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let responses = op["responses"].as_object().unwrap();
+            if !without_ledger.contains(&path.as_str()) {
+                let r = &responses
+                    .get("503")
+                    .unwrap_or_else(|| panic!("{method} {path} does not document 503"));
+                if path != "/readyz" && path != "/v1/hooks/{source}" {
+                    assert!(
+                        r["headers"]["Retry-After"].is_object(),
+                        "{method} {path}: 503 without Retry-After"
+                    );
+                }
+            }
+            if op.get("requestBody").is_some() {
+                assert!(
+                    responses.contains_key("408"),
+                    "{method} {path} reads a body but does not document 408"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 15, "only {checked} operations");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_routes_and_methods_are_problems() {
     let api = Api::start(Setup::default()).await;
