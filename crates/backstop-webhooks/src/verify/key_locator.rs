@@ -1,6 +1,8 @@
 //! Where the provider's event id is: `"/json/pointer"`, `"header:NAME"` or `"form:FIELD"`.
 
 use http::{HeaderMap, HeaderName};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -86,14 +88,45 @@ impl KeyLocator {
     }
 }
 
-/// The string or number at `pointer` in a JSON document.
+/// The string or number at `pointer` in a JSON document; a number exactly as written (its
+/// digits, not a float's rounding of them: ids past 2^64 stay distinct).
 fn json_id_at(json: &[u8], pointer: &str) -> Option<String> {
-    let document: serde_json::Value = serde_json::from_slice(json).ok()?;
-    match document.pointer(pointer)? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
+    let document: &RawValue = serde_json::from_slice(json).ok()?;
+    let raw = raw_at(document, pointer)?.get().trim();
+    match raw.as_bytes().first()? {
+        b'"' => serde_json::from_str::<String>(raw).ok(),
+        b'-' | b'0'..=b'9' => Some(raw.to_string()),
         _ => None,
     }
+}
+
+/// The value at an RFC 6901 `pointer`, walked through the document's raw text so that no
+/// number is parsed on the way.
+fn raw_at<'a>(document: &'a RawValue, pointer: &str) -> Option<&'a RawValue> {
+    if pointer.is_empty() {
+        return Some(document);
+    }
+    let mut here = document;
+    for token in pointer.strip_prefix('/')?.split('/') {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        here = match here.get().trim_start().as_bytes().first()? {
+            b'{' => {
+                let object: BTreeMap<String, &RawValue> = serde_json::from_str(here.get()).ok()?;
+                *object.get(&token)?
+            }
+            b'[' => {
+                // RFC 6901: an index is `0` or digits without a leading zero.
+                if token.is_empty() || (token.len() > 1 && token.starts_with('0')) {
+                    return None;
+                }
+                let index: usize = token.parse().ok()?;
+                let array: Vec<&RawValue> = serde_json::from_str(here.get()).ok()?;
+                *array.get(index)?
+            }
+            _ => return None,
+        };
+    }
+    Some(here)
 }
 
 /// The non-empty string at `pointer` in a JSON document (a scheme's default event id).
@@ -161,5 +194,23 @@ mod tests {
         assert_eq!(locate("header:x-other"), None);
         assert_eq!(locate("form:notify_id").as_deref(), Some("n-1"));
         assert_eq!(locate("form:b"), None);
+    }
+
+    #[test]
+    fn a_number_is_taken_digit_for_digit() {
+        // Order ids past 2^64 (and past 2^53, where JavaScript already rounds) must keep
+        // every digit: two orders whose ids round alike would share one task.
+        let payload = br#"{"big":123456789012345678901234567890,"neg":-9223372036854775809,"f":1.50,"a":[{"id":18446744073709551617}]}"#;
+        let at = |p: &str| json_id_at(payload, p);
+        assert_eq!(
+            at("/big").as_deref(),
+            Some("123456789012345678901234567890")
+        );
+        assert_eq!(at("/neg").as_deref(), Some("-9223372036854775809"));
+        assert_eq!(at("/f").as_deref(), Some("1.50"));
+        assert_eq!(at("/a/0/id").as_deref(), Some("18446744073709551617"));
+        assert_eq!(at("/a/00/id"), None, "no leading zeros in an index");
+        let escaped = br#"{"a/b":{"~k":"x"}}"#;
+        assert_eq!(json_id_at(escaped, "/a~1b/~0k").as_deref(), Some("x"));
     }
 }
