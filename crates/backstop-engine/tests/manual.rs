@@ -78,6 +78,16 @@ async fn two_finished(store: Arc<dyn Store>, succeed: bool) -> [backstop_core::T
     [ids[0], ids[1]]
 }
 
+/// An engine on `store` whose kind now allows `max_attempts`, its clock stopped at `at`.
+fn engine_at(store: &Arc<dyn Store>, max_attempts: u32, at: Timestamp) -> Engine {
+    Engine::builder(store.clone())
+        .kind(kind(max_attempts))
+        .handler("sms", handler(|_| async { Outcome::Success }))
+        .clock(Arc::new(ManualClock::new(at)))
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn manual_actions_follow_the_engine_and_the_kind() {
     let dir = tempfile::tempdir().unwrap();
@@ -86,12 +96,7 @@ async fn manual_actions_follow_the_engine_and_the_kind() {
     let [a, b] = two_dead_letters(store.clone()).await;
     // The kind's limit has since been raised, and the engine keeps its own time.
     let at: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
-    let engine = Engine::builder(store.clone())
-        .kind(kind(5))
-        .handler("sms", handler(|_| async { Outcome::Success }))
-        .clock(Arc::new(ManualClock::new(at)))
-        .build()
-        .unwrap();
+    let engine = engine_at(&store, 5, at);
 
     let t = engine
         .retry(ManualRequest {
@@ -157,12 +162,7 @@ async fn a_redrive_renews_the_budget_by_the_engine_s_clock() {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
     let [a, _] = two_finished(store.clone(), true).await;
     let at: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
-    let engine = Engine::builder(store.clone())
-        .kind(kind(4))
-        .handler("sms", handler(|_| async { Outcome::Success }))
-        .clock(Arc::new(ManualClock::new(at)))
-        .build()
-        .unwrap();
+    let engine = engine_at(&store, 4, at);
     let t = engine
         .redrive(ManualRequest {
             id: a,

@@ -104,27 +104,27 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_stores_claiming_concurrently_never_share_a_task() {
-    if common::skip() {
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
+/// Two stores (as two processes) on one fresh ledger holding `n` due tasks of kind `k`.
+async fn two_stores_with_due_tasks(n: usize) -> (PrefixGuard, MysqlStore, MysqlStore) {
     let guard = PrefixGuard::new();
     let a = guard.store().await;
     let b = guard.store().await;
-    let tasks: Vec<_> = (0..1200)
-        .map(|i| task("k", format!("c{i}"), "{}"))
-        .collect();
+    let tasks: Vec<_> = (0..n).map(|i| task("k", format!("c{i}"), "{}")).collect();
     a.enqueue(EnqueueParams {
         tasks,
         now: Timestamp::now(),
     })
     .await
     .unwrap();
+    (guard, a, b)
+}
+
+/// Three workers on each store, claiming 1, 7 and 32 at a time, drain the ledger; returns
+/// what each one got.
+async fn drain_with_six_workers(a: &MysqlStore, b: &MysqlStore) -> Vec<Vec<TaskId>> {
     let mut workers = Vec::new();
     for (n, batch) in [1usize, 7, 32].into_iter().enumerate() {
-        for (name, store) in [("a", &a), ("b", &b)] {
+        for (name, store) in [("a", a), ("b", b)] {
             workers.push(tokio::spawn(drain(
                 store.clone(),
                 format!("{name}{n}"),
@@ -132,9 +132,23 @@ async fn two_stores_claiming_concurrently_never_share_a_task() {
             )));
         }
     }
-    let mut seen = HashSet::new();
+    let mut got = Vec::new();
     for w in workers {
-        for id in w.await.unwrap() {
+        got.push(w.await.unwrap());
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_claiming_concurrently_never_share_a_task() {
+    if common::skip() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_guard, a, b) = two_stores_with_due_tasks(1200).await;
+    let mut seen = HashSet::new();
+    for got in drain_with_six_workers(&a, &b).await {
+        for id in got {
             assert!(seen.insert(id), "task {id} was claimed twice");
         }
     }
@@ -158,33 +172,13 @@ async fn racing_claims_and_completions_never_deadlock() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().await;
-    let guard = PrefixGuard::new();
-    let a = guard.store().await;
-    let b = guard.store().await;
-    let tasks: Vec<_> = (0..1200)
-        .map(|i| task("k", format!("d{i}"), "{}"))
-        .collect();
-    a.enqueue(EnqueueParams {
-        tasks,
-        now: Timestamp::now(),
-    })
-    .await
-    .unwrap();
+    let (_guard, a, b) = two_stores_with_due_tasks(1200).await;
     let before = deadlocks().await;
-    let mut workers = Vec::new();
-    for (n, batch) in [1usize, 7, 32].into_iter().enumerate() {
-        for (name, store) in [("a", &a), ("b", &b)] {
-            workers.push(tokio::spawn(drain(
-                store.clone(),
-                format!("{name}{n}"),
-                batch,
-            )));
-        }
-    }
-    let mut done = 0;
-    for w in workers {
-        done += w.await.unwrap().len();
-    }
+    let done: usize = drain_with_six_workers(&a, &b)
+        .await
+        .iter()
+        .map(Vec::len)
+        .sum();
     assert_eq!(done, 1200);
     let after = deadlocks().await;
     assert_eq!(
