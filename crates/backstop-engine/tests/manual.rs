@@ -78,6 +78,12 @@ async fn two_finished(store: Arc<dyn Store>, succeed: bool) -> [backstop_core::T
     [ids[0], ids[1]]
 }
 
+/// A new ledger in `dir`.
+async fn fresh_store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    let path = dir.path().join("t.db").display().to_string();
+    Arc::new(SqliteStore::open(&path).await.unwrap())
+}
+
 /// An engine on `store` whose kind now allows `max_attempts`, its clock stopped at `at`.
 fn engine_at(store: &Arc<dyn Store>, max_attempts: u32, at: Timestamp) -> Engine {
     Engine::builder(store.clone())
@@ -91,8 +97,7 @@ fn engine_at(store: &Arc<dyn Store>, max_attempts: u32, at: Timestamp) -> Engine
 #[tokio::test]
 async fn manual_actions_follow_the_engine_and_the_kind() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db").display().to_string();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let store = fresh_store(&dir).await;
     let [a, b] = two_dead_letters(store.clone()).await;
     // The kind's limit has since been raised, and the engine keeps its own time.
     let at: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
@@ -158,8 +163,7 @@ async fn manual_actions_follow_the_engine_and_the_kind() {
 #[tokio::test]
 async fn a_redrive_renews_the_budget_by_the_engine_s_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db").display().to_string();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let store = fresh_store(&dir).await;
     let [a, _] = two_finished(store.clone(), true).await;
     let at: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
     let engine = engine_at(&store, 4, at);
