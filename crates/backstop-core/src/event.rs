@@ -26,6 +26,9 @@ pub enum EventType {
     /// Statement reconciliation put a `succeeded` task the provider has no record of back to
     /// pending; the actor names the run.
     Redriven,
+    /// A source delivered the same `(kind, key)` and payload again (a broker redelivery);
+    /// the event's `origin` says how it came.
+    Redelivered,
 }
 
 impl EventType {
@@ -40,6 +43,7 @@ impl EventType {
             EventType::Expired => "expired",
             EventType::StaleCompletion => "stale_completion",
             EventType::Redriven => "redriven",
+            EventType::Redelivered => "redelivered",
         }
     }
 
@@ -55,6 +59,7 @@ impl EventType {
             Expired,
             StaleCompletion,
             Redriven,
+            Redelivered,
         ]
         .into_iter()
         .find(|t| t.as_str() == s)
@@ -89,6 +94,11 @@ pub struct Event {
     pub actor: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where the task came from (on `created`) or how it came again (on `redelivered`): a
+    /// JSON object, e.g. a broker's queue, message id and delivery metadata.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<serde_json::Value>,
 }
 
 impl Event {
@@ -105,6 +115,7 @@ impl Event {
             worker: None,
             actor: None,
             reason: None,
+            origin: None,
         }
     }
 }

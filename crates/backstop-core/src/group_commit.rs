@@ -108,6 +108,8 @@ mod tests {
                 run_at: now,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             }],
             now,
         }

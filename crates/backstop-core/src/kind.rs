@@ -12,6 +12,8 @@ pub enum Target {
     HttpPush { url: String, secret: Option<String> },
     /// Workers lease the tasks over the HTTP API and report outcomes themselves.
     Pull,
+    /// Publish to a broker (RabbitMQ, Redis): success is the broker's confirmation.
+    Broker(crate::broker::BrokerTarget),
 }
 
 // Written by hand so that a signing secret never reaches a log line.
@@ -20,6 +22,8 @@ impl std::fmt::Debug for Target {
         match self {
             Target::InProcess => f.write_str("InProcess"),
             Target::Pull => f.write_str("Pull"),
+            // BrokerUrl's Debug hides the password.
+            Target::Broker(b) => f.debug_tuple("Broker").field(b).finish(),
             Target::HttpPush { url, secret } => f
                 .debug_struct("HttpPush")
                 .field("url", url)

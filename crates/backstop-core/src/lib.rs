@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod backoff;
+pub mod broker;
 pub mod callback;
 pub mod classify;
 pub mod clock;
@@ -38,5 +39,5 @@ pub use kind::{KindConfig, Target};
 pub use machine::{Machine, MachineError};
 pub use outcome::{AttemptOutcome, AttemptReport, Outcome};
 pub use store::*;
-pub use task::{NewTask, Status, Task, TaskId};
+pub use task::{Intake, NewTask, Status, Task, TaskId};
 pub use transition::{InvalidTransition, Transition, transition};

@@ -150,4 +150,27 @@ pub struct NewTask {
     pub run_at: Timestamp,
     pub expires_at: Option<Timestamp>,
     pub traceparent: Option<String>,
+    /// How it enters the ledger: to be run, or already a dead letter.
+    pub intake: Intake,
+    /// Where it came from, as a JSON object (a broker's delivery metadata: queue, message id,
+    /// `x-death`, delivery count …), shown on its `created` event. When the task exists
+    /// already with the same payload, the store appends a `redelivered` event carrying this
+    /// origin instead, so the timeline counts every redelivery; without an origin a repeat
+    /// leaves no trace (an API caller's retry).
+    pub origin: Option<String>,
+}
+
+/// How a new task enters the ledger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Intake {
+    /// `pending`, due at `run_at`: the usual way.
+    #[default]
+    Run,
+    /// Already a dead letter: `failed` with this reason and no attempt, retried or resolved
+    /// by hand like any other. A message a bridge could not turn into a task of its kind
+    /// (no key, not JSON, too large, unknown kind), or a dead letter taken in from a broker.
+    Failed {
+        /// Why, as `reason` and `last_error` on the task.
+        reason: String,
+    },
 }

@@ -85,6 +85,7 @@ impl EngineBuilder {
             let executor = match &k.target {
                 // Pull kinds have no dispatcher: workers lease them through `Engine::lease`.
                 Target::Pull => None,
+                Target::Broker(b) => Some(Executor::Broker(backstop_brokers::publisher(b))),
                 Target::InProcess => Some(Executor::InProcess(
                     self.handlers
                         .remove(&k.name)

@@ -211,6 +211,8 @@ mod tests {
                 run_at: now,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         store.enqueue(EnqueueParams { tasks, now }).await.unwrap();

@@ -104,6 +104,8 @@ pub fn prepare(
         run_at,
         expires_at,
         traceparent: r.traceparent,
+        intake: Default::default(),
+        origin: None,
     })
 }
 

@@ -1,4 +1,5 @@
-//! Running one attempt on its target: an in-process handler or an HTTP push.
+//! Running one attempt on its target: an in-process handler, an HTTP push or a broker
+//! publish.
 
 use crate::handler::{Handler, TaskContext};
 use backstop_core::classify::{TransportFailure, classify_transport};
@@ -15,6 +16,9 @@ use std::time::Duration;
 pub(crate) enum Executor {
     InProcess(Handler),
     Http(Box<HttpTarget>),
+    /// A broker target: one publisher per kind, shared by its attempts, so their publishes
+    /// are pipelined on one connection and each answered by its own confirm.
+    Broker(Box<dyn backstop_brokers::Publisher>),
 }
 
 /// An HTTP push target: where, how to sign, and the shared client.
@@ -74,6 +78,22 @@ impl Executor {
                     timeout,
                 };
                 client.deliver(&d, now).await
+            }
+            Executor::Broker(publisher) => {
+                let id = task.id.to_string();
+                let m = backstop_brokers::Outgoing {
+                    id: &id,
+                    kind: &task.kind,
+                    key: &task.key,
+                    attempt: task.attempt,
+                    traceparent: task.traceparent.as_deref(),
+                    body: &task.payload,
+                };
+                match publisher.publish(m, timeout).await {
+                    backstop_brokers::Published::Confirmed => Outcome::Success.into(),
+                    backstop_brokers::Published::Transient(e) => Outcome::retry(e).into(),
+                    backstop_brokers::Published::Permanent(e) => Outcome::fail(e).into(),
+                }
             }
         }
     }

@@ -68,6 +68,8 @@ async fn put(l: &Ledger, kind: &str, key: &str, run_in: i64, expires_in: Option<
         run_at: now + SignedDuration::from_secs(run_in),
         expires_at: expires_in.map(|s| now + SignedDuration::from_secs(s)),
         traceparent: None,
+        intake: Default::default(),
+        origin: None,
     };
     let id = t.id;
     l.store

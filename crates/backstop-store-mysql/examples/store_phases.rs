@@ -20,6 +20,8 @@ fn new_task(key: String, now: Timestamp) -> NewTask {
         run_at: now,
         expires_at: None,
         traceparent: None,
+        intake: Default::default(),
+        origin: None,
     }
 }
 

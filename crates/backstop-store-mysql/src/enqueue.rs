@@ -254,6 +254,8 @@ mod tests {
             run_at: jiff::Timestamp::UNIX_EPOCH,
             expires_at: None,
             traceparent: None,
+            intake: Default::default(),
+            origin: None,
         };
         let tasks: Vec<NewTask> = vec![big(3 << 20), big(3 << 20), big(10), big(9 << 20)];
         let rows: Vec<Row<'_>> = tasks

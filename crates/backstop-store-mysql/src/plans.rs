@@ -59,6 +59,8 @@ async fn per_task_statements_use_their_indexes() {
                 run_at: t0 + SignedDuration::from_secs(i),
                 expires_at: (i % 3 == 0).then(|| t0 + SignedDuration::from_secs(i)),
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         store

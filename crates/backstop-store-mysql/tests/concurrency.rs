@@ -49,6 +49,8 @@ fn task(kind: &str, key: String, payload: &str) -> NewTask {
         run_at: Timestamp::UNIX_EPOCH,
         expires_at: None,
         traceparent: None,
+        intake: Default::default(),
+        origin: None,
     }
 }
 

@@ -20,6 +20,8 @@ fn task(kind: &str, key: &str, payload: &[u8]) -> NewTask {
         run_at: Timestamp::UNIX_EPOCH,
         expires_at: None,
         traceparent: None,
+        intake: Default::default(),
+        origin: None,
     }
 }
 

@@ -40,6 +40,8 @@ async fn main() {
                         run_at: now,
                         expires_at: None,
                         traceparent: None,
+                        intake: Default::default(),
+                        origin: None,
                     };
                     let r = s
                         .enqueue(EnqueueParams {

@@ -48,6 +48,8 @@ async fn loaded(max_connections: u32, lease: Duration) -> (Rig, Vec<TaskId>) {
                 run_at: Timestamp::now(),
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         ids.extend(tasks.iter().map(|t| t.id));

@@ -44,6 +44,8 @@ fn one(key: &str) -> EnqueueParams {
             run_at: Timestamp::now(),
             expires_at: None,
             traceparent: None,
+            intake: Default::default(),
+            origin: None,
         }],
         now: Timestamp::now(),
     }

@@ -51,6 +51,8 @@ fn task(key: &str) -> NewTask {
         run_at: Timestamp::now(),
         expires_at: None,
         traceparent: None,
+        intake: Default::default(),
+        origin: None,
     }
 }
 

@@ -35,6 +35,8 @@ async fn main() {
                 run_at: now,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         s.enqueue(EnqueueParams { tasks, now }).await.unwrap();

@@ -27,6 +27,8 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                         run_at: now,
                         expires_at: None,
                         traceparent: None,
+                        intake: Default::default(),
+                        origin: None,
                     })
                     .collect();
                 store.enqueue(EnqueueParams { tasks, now }).await.unwrap()

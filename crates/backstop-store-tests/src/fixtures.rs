@@ -25,6 +25,8 @@ pub fn task(kind: &str, key: &str, payload: &str) -> NewTask {
         run_at: t0(),
         expires_at: None,
         traceparent: None,
+        intake: Default::default(),
+        origin: None,
     }
 }
 

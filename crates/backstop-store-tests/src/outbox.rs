@@ -355,6 +355,8 @@ pub async fn the_same_kind_and_key_twice_is_one_task(store: S, app: &dyn App) {
                 run_at: Timestamp::now(),
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             }],
             now: Timestamp::now(),
         })

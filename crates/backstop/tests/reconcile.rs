@@ -33,6 +33,8 @@ async fn sent(store: &Arc<dyn Store>, n: usize) -> Vec<TaskId> {
                 run_at: now,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         ids.extend(tasks.iter().map(|t| t.id));
@@ -366,6 +368,8 @@ async fn sent_without_currency(store: &Arc<dyn Store>, n: usize) {
             run_at: now,
             expires_at: None,
             traceparent: None,
+            intake: Default::default(),
+            origin: None,
         })
         .collect();
     store.enqueue(EnqueueParams { tasks, now }).await.unwrap();

@@ -340,6 +340,8 @@ mod tests {
             run_at: now,
             expires_at: None,
             traceparent: None,
+            intake: Default::default(),
+            origin: None,
         };
         let id = task.id;
         store

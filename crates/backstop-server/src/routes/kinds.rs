@@ -108,6 +108,13 @@ async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> 
             Target::HttpPush { url, .. } => ("push", Some(url.clone())),
             Target::Pull => ("pull", None),
             Target::InProcess => ("in_process", None),
+            Target::Broker(b) => (
+                match b.broker.scheme().as_str() {
+                    "redis" | "rediss" => "redis",
+                    _ => "rabbitmq",
+                },
+                Some(b.broker.redacted()),
+            ),
         };
         kinds.push(KindView {
             name: name.clone(),

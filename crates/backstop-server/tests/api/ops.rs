@@ -50,6 +50,8 @@ async fn a_full_ledger_is_not_ready_and_answers_503_until_space_is_back() {
             run_at: jiff::Timestamp::now(),
             expires_at: None,
             traceparent: None,
+            intake: Default::default(),
+            origin: None,
         };
         let r = api
             .store

@@ -65,6 +65,8 @@ pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server
                 run_at: past,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         ids.extend(tasks.iter().map(|t| t.id));

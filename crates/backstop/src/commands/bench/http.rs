@@ -282,6 +282,8 @@ async fn push_backlog(
                 run_at: now,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         store.enqueue(EnqueueParams { tasks, now }).await?;

@@ -50,6 +50,8 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                         run_at: now,
                         expires_at: None,
                         traceparent: None,
+                        intake: Default::default(),
+                        origin: None,
                     })
                     .collect();
                 for r in store.enqueue(EnqueueParams { tasks, now }).await? {

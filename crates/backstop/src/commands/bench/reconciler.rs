@@ -78,6 +78,8 @@ async fn measure(place: &Place, a: &ReconcilerBenchArgs) -> Result<Report> {
                 run_at: past,
                 expires_at: None,
                 traceparent: None,
+                intake: Default::default(),
+                origin: None,
             })
             .collect();
         for r in store.enqueue(EnqueueParams { tasks, now: past }).await? {

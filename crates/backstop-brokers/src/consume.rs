@@ -1,0 +1,54 @@
+//! Consumers: messages handed out, acknowledged only on the caller's word.
+
+use crate::{AckToken, BoxFuture, BrokerError, Received};
+use backstop_core::broker::{BridgeConfig, BridgeSource};
+
+/// A connected consumer. Nothing it hands out is acknowledged until [`Consumer::ack`] names
+/// it; a message never acknowledged is delivered again after a reconnect (AMQP requeues it;
+/// a Redis processing list or a stream's pending entries are read again first).
+pub trait Consumer: Send {
+    /// Waits for at least one message, then returns it with those already waiting, up to
+    /// `max`. An error means the connection is lost: drop the consumer and connect again.
+    fn next_batch(&mut self, max: usize) -> BoxFuture<'_, Result<Vec<Received>, BrokerError>>;
+
+    /// Acknowledges messages whose tasks are committed (AMQP `basic.ack`, Redis `LREM` or
+    /// `XACK`). Returns when the broker has been told.
+    fn ack(&mut self, tokens: Vec<AckToken>) -> BoxFuture<'_, Result<(), BrokerError>>;
+}
+
+/// Connects a bridge's consumer: declares or checks what it consumes, then starts consuming.
+/// A [`BrokerError::Config`] means the configuration cannot work against this broker.
+pub fn connect_consumer(
+    bridge: &BridgeConfig,
+) -> BoxFuture<'_, Result<Box<dyn Consumer>, BrokerError>> {
+    Box::pin(async move {
+        match &bridge.source {
+            BridgeSource::AmqpQueue(q) => {
+                let c = crate::amqp::consumer::connect(&bridge.broker, q, bridge.prefetch).await?;
+                Ok(Box::new(c) as Box<dyn Consumer>)
+            }
+            BridgeSource::RedisList { list, processing } => {
+                let c = crate::redis::list::connect(&bridge.broker, list, processing).await?;
+                Ok(Box::new(c) as Box<dyn Consumer>)
+            }
+            BridgeSource::RedisStream {
+                stream,
+                group,
+                consumer,
+                claim_idle,
+            } => {
+                let c = crate::redis::stream::connect(
+                    &bridge.broker,
+                    crate::redis::stream::StreamSpec {
+                        stream,
+                        group,
+                        consumer,
+                        claim_idle: *claim_idle,
+                    },
+                )
+                .await?;
+                Ok(Box::new(c) as Box<dyn Consumer>)
+            }
+        }
+    })
+}

@@ -1,0 +1,30 @@
+//! Broker clients of backstop, knowing nothing of the ledger: a [`Consumer`] hands out
+//! messages and acknowledges them only when its caller says their tasks are committed; a
+//! [`Publisher`] answers [`Published::Confirmed`] only when the broker has confirmed.
+//!
+//! | module | what |
+//! |---|---|
+//! | `message` | a received message, its ack token, an outgoing publish |
+//! | `error` | why a broker call failed, and whether retrying can help |
+//! | `consume` | the [`Consumer`] trait and [`connect_consumer`] |
+//! | `publish` | the [`Publisher`] trait and [`publisher`] |
+//! | `amqp` | RabbitMQ: manual-ack consumer, confirmed publisher |
+//! | `redis` | Redis: reliable list and stream consumers, list and stream publisher |
+
+mod amqp;
+mod consume;
+mod error;
+mod message;
+mod publish;
+mod redis;
+
+pub use consume::{Consumer, connect_consumer};
+pub use error::BrokerError;
+pub use message::{AckToken, Outgoing, Received};
+pub use publish::{Published, Publisher, publisher};
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future, so that `dyn Consumer` and `dyn Publisher` work.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
