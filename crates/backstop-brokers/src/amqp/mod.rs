@@ -2,4 +2,6 @@
 //! in confirm mode.
 
 pub(crate) mod consumer;
+mod failure;
 pub(crate) mod publisher;
+mod value;
