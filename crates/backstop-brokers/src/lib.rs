@@ -9,6 +9,7 @@
 //! | `consume` | the [`Consumer`] trait and [`connect_consumer`] |
 //! | `publish` | the [`Publisher`] trait and [`publisher`] |
 //! | `amqp` | RabbitMQ: manual-ack consumer, confirmed publisher |
+//! | `url` | [`check_url`]: a broker URL checked by its client when the config is read |
 //! | `redis` | Redis: reliable list and stream consumers, list and stream publisher |
 
 mod amqp;
@@ -17,11 +18,13 @@ mod error;
 mod message;
 mod publish;
 mod redis;
+mod url;
 
 pub use consume::{Consumer, connect_consumer};
 pub use error::BrokerError;
 pub use message::{AckToken, Outgoing, Received};
 pub use publish::{Published, Publisher, publisher};
+pub use url::{BrokerKind, check_url};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,6 +1,7 @@
 //! Building an engine: kinds, their handlers, machines, sources and options, checked once.
 
 use crate::alerts::AlertOptions;
+use crate::bridges::status::BridgeStatus;
 use crate::callbacks::source::CallbackSource;
 use crate::context::{AlertHub, Context, Kinds};
 use crate::engine::{Engine, Parts};
@@ -9,6 +10,7 @@ use crate::executor::{Executor, HttpTarget};
 use crate::handler::Handler;
 use crate::inflight::InFlight;
 use crate::options::EngineOptions;
+use backstop_core::broker::BridgeConfig;
 use backstop_core::{Clock, KindConfig, Machine, Store, SystemClock, Target};
 use backstop_webhooks::{DeliveryClient, StandardWebhooks};
 use std::collections::HashMap;
@@ -25,12 +27,19 @@ pub struct EngineBuilder {
     opts: EngineOptions,
     alerts: AlertOptions,
     sources: Vec<CallbackSource>,
+    bridges: Vec<BridgeConfig>,
 }
 
 impl EngineBuilder {
     /// Adds an inbound callback source; its kind must be one of the engine's kinds.
     pub fn source(mut self, s: CallbackSource) -> Self {
         self.sources.push(s);
+        self
+    }
+
+    /// Adds a broker bridge; its kind must be one of the engine's kinds.
+    pub fn bridge(mut self, b: BridgeConfig) -> Self {
+        self.bridges.push(b);
         self
     }
 
@@ -146,6 +155,20 @@ impl EngineBuilder {
             }
             sources.insert(s.name.clone(), s);
         }
+        let mut bridges: Vec<(BridgeConfig, Arc<BridgeStatus>)> = Vec::new();
+        for b in self.bridges {
+            if kinds.get(&b.kind).is_none() {
+                return Err(EngineError::BridgeKind {
+                    bridge: b.name,
+                    kind: b.kind,
+                });
+            }
+            if bridges.iter().any(|(c, _)| c.name == b.name) {
+                return Err(EngineError::DuplicateBridge(b.name));
+            }
+            let status = Arc::new(BridgeStatus::new(&b, self.clock.now()));
+            bridges.push((b, status));
+        }
         let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
         let alerts = AlertHub::new(kinds.configs().keys().map(String::as_str));
         let started = self.clock.now();
@@ -163,6 +186,7 @@ impl EngineBuilder {
                 executors,
                 machines,
                 sources,
+                bridges,
                 inflight: Arc::new(InFlight::default()),
                 leading: watch::Sender::new(false),
                 started,
@@ -183,6 +207,7 @@ impl Engine {
             opts: EngineOptions::default(),
             alerts: AlertOptions::default(),
             sources: Vec::new(),
+            bridges: Vec::new(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (`supervisor.rs`); the loops it starts never see it, only the handles they are given.
 
 use crate::alerts::{self, AlertOptions};
+use crate::bridges::status::{BridgeStatus, BridgeView};
 use crate::callbacks::source::CallbackSource;
 use crate::context::Context;
 use crate::enqueue::{self, EnqueueError, EnqueueRequest, Enqueued};
@@ -10,6 +11,7 @@ use crate::executor::Executor;
 use crate::inflight::InFlight;
 use crate::options::EngineOptions;
 use crate::reconciler::{self, Reconciler};
+use backstop_core::broker::BridgeConfig;
 use backstop_core::{Clock, KindConfig, Machine, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,6 +37,8 @@ pub(crate) struct Parts {
     pub(crate) machines: HashMap<String, Machine>,
     /// Inbound callback sources, by name.
     pub(crate) sources: HashMap<String, CallbackSource>,
+    /// Broker bridges, in configured order, each with its live status.
+    pub(crate) bridges: Vec<(BridgeConfig, Arc<BridgeStatus>)>,
     /// The leases this process holds, for heartbeats and shutdown.
     pub(crate) inflight: Arc<InFlight>,
     /// Whether this process leads (runs the singleton duties); set by the leader loop.
@@ -57,6 +61,36 @@ impl Engine {
     /// The clock the engine reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.ctx.clock
+    }
+
+    /// This process's broker bridges as they are now.
+    pub fn bridges(&self) -> Vec<BridgeView> {
+        let now = self.ctx.clock.now();
+        self.parts
+            .bridges
+            .iter()
+            .map(|(_, s)| s.view(&self.ctx.owner, now))
+            .collect()
+    }
+
+    /// Every process's bridges on this ledger: this process's as they are now, the others'
+    /// as their last beat said (stale past three beat intervals).
+    pub async fn all_bridges(&self) -> Result<Vec<BridgeView>, backstop_core::StoreError> {
+        let now = self.ctx.clock.now();
+        let mut views: Vec<BridgeView> =
+            crate::bridges::from_beats(&*self.ctx.store, now, self.parts.opts.bridge_beat * 3)
+                .await?
+                .into_iter()
+                .filter(|v| v.worker != *self.ctx.owner)
+                .collect();
+        views.extend(self.bridges());
+        views.sort_by(|a, b| (&a.name, &a.worker).cmp(&(&b.name, &b.worker)));
+        Ok(views)
+    }
+
+    /// The configured broker bridges.
+    pub fn bridge_configs(&self) -> impl Iterator<Item = &BridgeConfig> {
+        self.parts.bridges.iter().map(|(c, _)| c)
     }
 
     /// The engine's options.

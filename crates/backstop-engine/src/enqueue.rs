@@ -4,7 +4,7 @@ use crate::context::{Context, Delivery};
 use backstop_core::clock::add;
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::validate::{self, InvalidInput};
-use backstop_core::{KindConfig, NewTask, StoreError, TaskId};
+use backstop_core::{Intake, KindConfig, NewTask, StoreError, TaskId};
 use jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -135,19 +135,9 @@ pub(crate) async fn enqueue_many(
         .iter()
         .map(|t| (t.kind.clone(), t.key.clone()))
         .collect();
-    let results = ctx.store.enqueue(EnqueueParams { tasks, now }).await?;
+    let results = enqueue_tasks(ctx, tasks, now).await?;
     let mut out = Vec::with_capacity(results.len());
     for (r, (kind, key)) in results.into_iter().zip(keys) {
-        let served = ctx.kinds.get(&kind);
-        if let Some(k) = served {
-            match k.delivery {
-                Delivery::Dispatched => k.wake.notify_one(),
-                Delivery::Pulled => ctx.kinds.pull_wake.notify_waiters(),
-            }
-            if matches!(r, EnqueueResult::Created(_)) {
-                k.metrics.enqueued.increment(1);
-            }
-        }
         out.push(match r {
             EnqueueResult::Created(id) => Ok(Enqueued { id, created: true }),
             EnqueueResult::Existing(id) => Ok(Enqueued { id, created: false }),
@@ -159,4 +149,32 @@ pub(crate) async fn enqueue_many(
         });
     }
     Ok(out)
+}
+
+/// Writes prepared tasks in one transaction, waking what serves their kinds and counting the
+/// new ones: the one way into the ledger for every source.
+pub(crate) async fn enqueue_tasks(
+    ctx: &Context,
+    tasks: Vec<NewTask>,
+    now: Timestamp,
+) -> Result<Vec<EnqueueResult>, StoreError> {
+    let kinds: Vec<(String, bool)> = tasks
+        .iter()
+        .map(|t| (t.kind.clone(), matches!(t.intake, Intake::Run)))
+        .collect();
+    let results = ctx.store.enqueue(EnqueueParams { tasks, now }).await?;
+    for (r, (kind, runs)) in results.iter().zip(kinds) {
+        if let Some(k) = ctx.kinds.get(&kind) {
+            if runs {
+                match k.delivery {
+                    Delivery::Dispatched => k.wake.notify_one(),
+                    Delivery::Pulled => ctx.kinds.pull_wake.notify_waiters(),
+                }
+            }
+            if matches!(r, EnqueueResult::Created(_)) {
+                k.metrics.enqueued.increment(1);
+            }
+        }
+    }
+    Ok(results)
 }

@@ -23,4 +23,8 @@ pub enum EngineError {
     SourceKind { source_name: String, kind: String },
     #[error("inbound source {0:?} is configured twice")]
     DuplicateSource(String),
+    #[error("bridge {bridge:?} puts messages in kind {kind:?}, which is not configured")]
+    BridgeKind { bridge: String, kind: String },
+    #[error("bridge {0:?} is configured twice")]
+    DuplicateBridge(String),
 }

@@ -8,6 +8,7 @@
 
 pub mod alerts;
 mod attempt;
+pub mod bridges;
 mod builder;
 pub mod callbacks;
 mod completer;
@@ -38,6 +39,7 @@ mod wakeups;
 pub mod why;
 mod worker_id;
 
+pub use bridges::status::{BridgeState, BridgeView};
 pub use builder::EngineBuilder;
 pub use callbacks::{CallbackError, CallbackReceipt, CallbackRequest, CallbackSource};
 pub use engine::Engine;

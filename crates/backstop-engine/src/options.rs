@@ -43,6 +43,10 @@ pub struct EngineOptions {
     pub audit_batch: usize,
     /// Pending tasks of one kind beyond which a `backlog` alert is raised.
     pub backlog_alert: Option<u64>,
+    /// How often each broker bridge records its status (its beat).
+    pub bridge_beat: Duration,
+    /// A bridge down (disconnected or refused) this long raises `bridge.down`.
+    pub bridge_down_alert: Duration,
 }
 
 impl Default for EngineOptions {
@@ -64,6 +68,8 @@ impl Default for EngineOptions {
             stalled_after: Duration::from_secs(30),
             audit_batch: 200,
             backlog_alert: None,
+            bridge_beat: Duration::from_secs(5),
+            bridge_down_alert: Duration::from_secs(60),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! their outcomes are written, the rest released, then the background duties stop.
 
 use crate::alerts::Alerter;
+use crate::bridges::{Bridge, BridgeTiming};
 use crate::completer::Completer;
 use crate::context::Delivery;
 use crate::dispatcher::Dispatcher;
@@ -60,6 +61,20 @@ impl Engine {
             parts.leading.subscribe(),
             stop_rx.clone(),
         ));
+        let timing = BridgeTiming {
+            beat: opts.bridge_beat,
+            down_alert: opts.bridge_down_alert,
+            max_pause: Duration::from_secs(5),
+            max_payload: opts.max_payload,
+        };
+        let bridges: Vec<_> = parts
+            .bridges
+            .iter()
+            .map(|(config, status)| {
+                let b = Bridge::new(ctx.clone(), config.clone(), status.clone(), timing.clone());
+                tokio::spawn(b.run(stop_rx.clone()))
+            })
+            .collect();
         let mut dispatchers = Vec::new();
         for kind in ctx.kinds.delivered_by(Delivery::Dispatched) {
             if kind.config.paused {
@@ -91,6 +106,11 @@ impl Engine {
             "shutting down: no new claims"
         );
         let _ = stop_tx.send(true);
+        // Bridges first: a batch being written finishes and is acknowledged; the rest stays
+        // with the broker.
+        for b in bridges {
+            let _ = b.await;
+        }
         for d in dispatchers {
             let _ = d.await;
         }

@@ -35,6 +35,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "tasks", description = "Enqueue, read and manage tasks"),
         (name = "leases", description = "Pull work for workers in any language"),
         (name = "kinds", description = "Configured kinds"),
+        (name = "bridges", description = "Broker bridges into the ledger"),
         (name = "reconciliations", description = "A provider's statement against the ledger"),
         (name = "entities", description = "Guarded state transitions of business entities"),
         (name = "hooks", description = "Inbound provider callbacks, verified by each source's signature scheme"),
@@ -62,6 +63,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::tasks::router())
         .merge(routes::leases::router())
         .merge(routes::kinds::router())
+        .merge(routes::bridges::router())
         .merge(routes::reconciliations::router())
         .merge(routes::entities::router())
         .merge(routes::metrics::router())

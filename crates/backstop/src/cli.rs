@@ -40,6 +40,10 @@ pub enum Command {
     /// Dead letters: failed tasks kept until retried or resolved.
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Broker bridges: what each process's bridges consume, whether they are connected, and
+    /// their counts (received = inserted + deduplicated + rejected + in flight).
+    #[command(subcommand)]
+    Bridges(BridgesCommand),
     /// Apply database migrations (idempotent).
     Migrate,
     /// Measure throughput on this machine: the ledger (default), or the HTTP API and push
@@ -92,7 +96,11 @@ impl Command {
     pub fn needs_ledger(&self) -> bool {
         matches!(
             self,
-            Command::Tasks(_) | Command::Dead(_) | Command::Why { .. } | Command::Doctor { .. }
+            Command::Tasks(_)
+                | Command::Dead(_)
+                | Command::Bridges(_)
+                | Command::Why { .. }
+                | Command::Doctor { .. }
         )
     }
 }
@@ -142,6 +150,15 @@ pub struct ListArgs {
     pub limit: u32,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum BridgesCommand {
+    /// Every configured bridge, per process, as its last beat says.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]

@@ -29,11 +29,14 @@ pub enum AlertName {
     /// The conservation audit found a task whose timeline disagrees with its status.
     #[serde(rename = "audit.drift")]
     AuditDrift,
+    /// A broker bridge has been disconnected (or refused by its broker) past the threshold.
+    #[serde(rename = "bridge.down")]
+    BridgeDown,
 }
 
 impl AlertName {
     /// Every alert event.
-    pub const ALL: [AlertName; 7] = [
+    pub const ALL: [AlertName; 8] = [
         AlertName::TaskFailed,
         AlertName::TaskRescued,
         AlertName::ReconcilerStalled,
@@ -41,6 +44,7 @@ impl AlertName {
         AlertName::FailureRate,
         AlertName::StatementBreaks,
         AlertName::AuditDrift,
+        AlertName::BridgeDown,
     ];
 
     /// The configured and displayed name.
@@ -53,6 +57,7 @@ impl AlertName {
             AlertName::FailureRate => "failure_rate",
             AlertName::StatementBreaks => "statement.breaks",
             AlertName::AuditDrift => "audit.drift",
+            AlertName::BridgeDown => "bridge.down",
         }
     }
 }
@@ -66,7 +71,7 @@ impl fmt::Display for AlertName {
 /// An unknown alert event name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks or audit.drift)"
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift or bridge.down)"
 )]
 pub struct UnknownAlert(pub String);
 

@@ -98,6 +98,32 @@ fn describe() {
         CALLBACKS,
         "Inbound callbacks received, by source and verdict (accepted, duplicate, rejected)."
     );
+    use backstop_engine::bridges::status::names as bridge;
+    metrics::describe_counter!(
+        bridge::RECEIVED,
+        "Messages a bridge received from its broker."
+    );
+    metrics::describe_counter!(
+        bridge::INSERTED,
+        "Messages a bridge put in the ledger as new tasks."
+    );
+    metrics::describe_counter!(
+        bridge::DEDUPLICATED,
+        "Messages whose task was in the ledger already (redeliveries)."
+    );
+    metrics::describe_counter!(
+        bridge::REJECTED,
+        "Messages that could not become a task, recorded as failed tasks of backstop.rejected.<bridge>."
+    );
+    metrics::describe_gauge!(
+        bridge::CONNECTED,
+        "1 while a bridge is connected and consuming, else 0."
+    );
+    metrics::describe_gauge!(
+        bridge::IN_FLIGHT,
+        "Messages a bridge received and has not yet settled in the ledger."
+    );
+    metrics::describe_counter!(bridge::RECONNECTS, "Times a bridge lost its connection.");
 }
 
 /// Prometheus metrics.

@@ -1,6 +1,7 @@
 //! One module per resource, each exposing `router()`, and the problem responses they share in
 //! the OpenAPI document (`problems`).
 
+pub mod bridges;
 pub mod entities;
 pub mod health;
 pub mod hooks;

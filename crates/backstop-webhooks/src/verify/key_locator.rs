@@ -89,8 +89,9 @@ impl KeyLocator {
 }
 
 /// The string or number at `pointer` in a JSON document; a number exactly as written (its
-/// digits, not a float's rounding of them: ids past 2^64 stay distinct).
-fn json_id_at(json: &[u8], pointer: &str) -> Option<String> {
+/// digits, not a float's rounding of them: ids past 2^64 stay distinct). Broker bridges take
+/// their `key = "/pointer"` with it too.
+pub fn json_id_at(json: &[u8], pointer: &str) -> Option<String> {
     let document: &RawValue = serde_json::from_slice(json).ok()?;
     let raw = raw_at(document, pointer)?.get().trim();
     match raw.as_bytes().first()? {

@@ -39,7 +39,7 @@ mod wechatpay;
 
 pub use alipay::alipay_sign_content;
 pub use error::{ConfigError, Rejection};
-pub use key_locator::{KeyLocator, KeyLocatorError};
+pub use key_locator::{KeyLocator, KeyLocatorError, json_id_at};
 pub use keys::{KeyFile, KeySource};
 pub use reply::Reply;
 pub use wechatpay::decrypt_resource as wechatpay_decrypt_resource;

@@ -1,6 +1,7 @@
 //! One module per command.
 
 mod bench;
+mod bridges;
 mod dead;
 mod doctor;
 mod enqueue;
@@ -49,7 +50,9 @@ impl Ctx {
         for m in &self.config.machines {
             b = b.machine(m.clone());
         }
-
+        for bridge in &self.config.bridges {
+            b = b.bridge(bridge.clone());
+        }
         for s in &self.config.sources {
             b = b.source(
                 s.build()
@@ -81,6 +84,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Enqueue(a) => enqueue::run(&ctx, a).await,
         Command::Tasks(c) => tasks::run(&ctx, c).await,
         Command::Dead(c) => dead::run(&ctx, c).await,
+        Command::Bridges(c) => bridges::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
         Command::Reconcile(a) => reconcile::run(&ctx, a).await,
         Command::Why { id } => why::run(&ctx, &id).await,

@@ -1,5 +1,6 @@
 //! `[kinds.NAME]`: each kind's target (push or pull), its retry policy, timeout and bounds.
 
+use super::broker_target::{BrokerFields, broker_target};
 use super::{ConfigError, Invalid, check_url, nonzero, positive};
 use backstop_core::duration::parse_duration;
 use backstop_core::validate;
@@ -20,6 +21,11 @@ pub(super) struct RawKind {
     expires_in: Option<String>,
     lease: Option<String>,
     paused: Option<bool>,
+    broker: Option<String>,
+    exchange: Option<String>,
+    routing_key: Option<String>,
+    list: Option<String>,
+    stream: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -41,6 +47,13 @@ pub(super) fn kinds(
     for (name, k) in raw {
         let at = |field: &str| format!("kinds.{name:?}.{field}");
         validate::kind(&name).map_err(|e| invalid(format!("kinds.{name:?}"), e.to_string()))?;
+        let broker = BrokerFields {
+            broker: k.broker.clone(),
+            exchange: k.exchange.clone(),
+            routing_key: k.routing_key.clone(),
+            list: k.list.clone(),
+            stream: k.stream.clone(),
+        };
         let target = match k.target.as_deref().unwrap_or("push") {
             "push" => {
                 let url = k.url.ok_or_else(|| {
@@ -59,6 +72,18 @@ pub(super) fn kinds(
                     secret: k.secret,
                 }
             }
+            "rabbitmq" | "redis" => {
+                for (field, given) in [("url", k.url.is_some()), ("secret", k.secret.is_some())] {
+                    if given {
+                        return Err(invalid(
+                            at(field),
+                            "a broker target publishes to its broker: give broker and its destination, not url or secret".into(),
+                        ));
+                    }
+                }
+                broker_target(k.target.as_deref().unwrap_or_default(), &broker, &at)
+                    .map_err(|(key, m)| invalid(key, m))?
+            }
             "pull" => {
                 for (field, given) in [("url", k.url.is_some()), ("secret", k.secret.is_some())] {
                     if given {
@@ -74,10 +99,20 @@ pub(super) fn kinds(
             other => {
                 return Err(invalid(
                     at("target"),
-                    format!("{other:?} is not a target: use \"push\" (the default) or \"pull\""),
+                    format!(
+                        "{other:?} is not a target: use \"push\" (the default), \"pull\", \"rabbitmq\" or \"redis\""
+                    ),
                 ));
             }
         };
+        if !matches!(k.target.as_deref(), Some("rabbitmq" | "redis"))
+            && let Some(field) = broker.given()
+        {
+            return Err(invalid(
+                at(field),
+                "only a broker target (target = \"rabbitmq\" or \"redis\") has a broker destination".into(),
+            ));
+        }
         let mut kc = KindConfig::new(name.clone(), target);
         if let Some(n) = k.max_attempts {
             validate::max_attempts(n).map_err(|e| invalid(at("max_attempts"), e.to_string()))?;

@@ -5,11 +5,14 @@
 //! Each section has its file, with its checks and its tests: `[engine]` in `engine.rs`,
 //! `[retention]` in `retention.rs`, `[kinds.NAME]` in `kinds.rs`, `[api]` in `api.rs`,
 //! `[reconciler]` in `reconciler.rs`, `[[alerts]]` in `alerts.rs`, `[machines.NAME]` in
-//! `machines.rs` and `[sources.NAME]` in `sources.rs`. This file reads the whole and holds the
+//! `machines.rs`, `[sources.NAME]` in `sources.rs`, `[bridges.NAME]` in `bridges.rs` (and a
+//! kind's broker target in `broker_target.rs`). This file reads the whole and holds the
 //! checks several sections share.
 
 mod alerts;
 mod api;
+mod bridges;
+mod broker_target;
 mod engine;
 mod kinds;
 mod machines;
@@ -51,6 +54,8 @@ pub struct Config {
     pub machines: Vec<Machine>,
     /// `[sources.NAME]`: inbound callback sources.
     pub sources: Vec<SourceConfig>,
+    /// `[bridges.NAME]`: broker consumers into the ledger.
+    pub bridges: Vec<backstop_core::broker::BridgeConfig>,
 }
 
 /// Builds the error of a key that is wrong: `invalid(key, what is wrong)`.
@@ -91,6 +96,8 @@ struct RawConfig {
     machines: BTreeMap<String, RawMachine>,
     #[serde(default)]
     sources: BTreeMap<String, sources::RawSource>,
+    #[serde(default)]
+    bridges: BTreeMap<String, bridges::RawBridge>,
 }
 
 impl Config {
@@ -126,6 +133,7 @@ impl Config {
         let machines = machines::machines(raw.machines, &invalid)?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
         let sources = sources::sources(raw.sources, &kinds, base, &invalid)?;
+        let bridges = bridges::bridges(raw.bridges, &kinds, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
@@ -135,6 +143,7 @@ impl Config {
             alerts,
             machines,
             sources,
+            bridges,
         })
     }
 }

@@ -1,0 +1,58 @@
+//! Checking a broker URL when the configuration is read, not at the first connection.
+
+/// Which client a URL is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrokerKind {
+    /// `amqp://` (RabbitMQ).
+    Amqp,
+    /// `redis://`.
+    Redis,
+}
+
+/// Parses `url` with the client that will use it; the error says what to fix, without the
+/// password.
+pub fn check_url(url: &str) -> Result<BrokerKind, String> {
+    let shown = backstop_core::broker::BrokerUrl::new(url).redacted();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "{shown:?} has no scheme: use amqp://user:password@host:5672/vhost or redis://host:6379/0"
+        ));
+    };
+    if rest.is_empty() {
+        return Err(format!("{shown:?} has no host"));
+    }
+    match scheme.to_ascii_lowercase().as_str() {
+        "amqp" => url
+            .parse::<lapin::uri::AMQPUri>()
+            .map(|_| BrokerKind::Amqp)
+            .map_err(|e| format!("{shown:?} is not an AMQP URL: {e}")),
+        "amqps" => Err(format!(
+            "{shown:?}: amqps:// (TLS) is not built into this backstop; use amqp://"
+        )),
+        "redis" => ::redis::Client::open(url)
+            .map(|_| BrokerKind::Redis)
+            .map_err(|e| format!("{shown:?} is not a Redis URL: {e}")),
+        other => Err(format!(
+            "{shown:?}: {other}:// is not a broker this backstop speaks (amqp:// or redis://)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_by_their_client() {
+        assert_eq!(
+            check_url("amqp://guest:guest@127.0.0.1:5672/%2f"),
+            Ok(BrokerKind::Amqp)
+        );
+        assert_eq!(check_url("redis://127.0.0.1:6379/0"), Ok(BrokerKind::Redis));
+        let e = check_url("127.0.0.1:5672").unwrap_err();
+        assert!(e.contains("no scheme"), "{e}");
+        let e = check_url("kafka://secretuser:pw@h:9092").unwrap_err();
+        assert!(e.contains("kafka://") && !e.contains(":pw@"), "{e}");
+        assert!(check_url("amqp://").is_err());
+    }
+}
