@@ -47,6 +47,10 @@ pub struct EngineOptions {
     pub bridge_beat: Duration,
     /// A bridge down (disconnected or refused) this long raises `bridge.down`.
     pub bridge_down_alert: Duration,
+    /// For fault drills only: how long a bridge waits between a batch's commit and its ack,
+    /// to widen the window a crash must hit to leave committed messages unacknowledged
+    /// (default zero).
+    pub bridge_ack_delay: Duration,
 }
 
 impl Default for EngineOptions {
@@ -70,6 +74,7 @@ impl Default for EngineOptions {
             backlog_alert: None,
             bridge_beat: Duration::from_secs(5),
             bridge_down_alert: Duration::from_secs(60),
+            bridge_ack_delay: Duration::ZERO,
         }
     }
 }

@@ -66,6 +66,7 @@ impl Engine {
             down_alert: opts.bridge_down_alert,
             max_pause: Duration::from_secs(5),
             max_payload: opts.max_payload,
+            ack_delay: opts.bridge_ack_delay,
         };
         let bridges: Vec<_> = parts
             .bridges

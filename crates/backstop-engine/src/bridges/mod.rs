@@ -31,6 +31,8 @@ pub(crate) struct BridgeTiming {
     pub(crate) max_pause: Duration,
     /// Largest payload the ledger takes.
     pub(crate) max_payload: usize,
+    /// A pause between commit and ack, for fault drills.
+    pub(crate) ack_delay: Duration,
 }
 
 /// One bridge's loop, with exactly what it uses.
@@ -131,6 +133,9 @@ impl Bridge {
                 self.status.abandoned(n);
                 return None;
             };
+            if !self.timing.ack_delay.is_zero() {
+                tokio::time::sleep(self.timing.ack_delay).await;
+            }
             if let Err(e) = consumer.ack(tokens).await {
                 return Some(e);
             }

@@ -17,6 +17,9 @@ pub(super) struct RawEngine {
     max_payload: Option<usize>,
     leader_lease: Option<String>,
     leader_renew: Option<String>,
+    bridge_beat: Option<String>,
+    bridge_down_alert: Option<String>,
+    bridge_ack_delay: Option<String>,
 }
 
 /// Reads `[engine]` over the default options.
@@ -47,6 +50,16 @@ pub(super) fn engine(e: &RawEngine, invalid: Invalid) -> Result<EngineOptions, C
     if let Some(v) = &e.leader_renew {
         engine.leader_renew = nonzero(dur("engine.leader_renew".into(), v)?)
             .map_err(|m| invalid("engine.leader_renew".into(), m))?;
+    }
+    if let Some(v) = &e.bridge_beat {
+        engine.bridge_beat = nonzero(dur("engine.bridge_beat".into(), v)?)
+            .map_err(|m| invalid("engine.bridge_beat".into(), m))?;
+    }
+    if let Some(v) = &e.bridge_down_alert {
+        engine.bridge_down_alert = dur("engine.bridge_down_alert".into(), v)?;
+    }
+    if let Some(v) = &e.bridge_ack_delay {
+        engine.bridge_ack_delay = dur("engine.bridge_ack_delay".into(), v)?;
     }
     if engine.leader_renew >= engine.leader_lease {
         return Err(invalid(
