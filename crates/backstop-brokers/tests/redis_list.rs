@@ -50,11 +50,18 @@ async fn an_unacked_item_is_handed_out_first_by_the_next_consumer() {
     }
     let mut first = connect_consumer(&bridge).await.unwrap();
     let got = receive(&mut first, 2).await;
-    assert_eq!((&got[0].body[..], &got[1].body[..]), (&b"x1"[..], &b"x2"[..]));
+    assert_eq!(
+        (&got[0].body[..], &got[1].body[..]),
+        (&b"x1"[..], &b"x2"[..])
+    );
     first.ack(vec![got[1].token]).await.unwrap();
     drop(first);
     let held: Vec<Vec<u8>> = r.lrange(&processing, 0, -1).await.unwrap();
-    assert_eq!(held, [b"x1".to_vec()], "the unacked item stays in processing");
+    assert_eq!(
+        held,
+        [b"x1".to_vec()],
+        "the unacked item stays in processing"
+    );
     let _: i64 = r.lpush(&list, "x4").await.unwrap();
 
     let mut second = connect_consumer(&bridge).await.unwrap();
@@ -63,7 +70,10 @@ async fn an_unacked_item_is_handed_out_first_by_the_next_consumer() {
     assert_eq!(recovered[0].body, b"x1");
     assert_eq!(recovered[0].origin["recovered"], true);
     let fresh = receive(&mut second, 2).await;
-    assert_eq!((&fresh[0].body[..], &fresh[1].body[..]), (&b"x3"[..], &b"x4"[..]));
+    assert_eq!(
+        (&fresh[0].body[..], &fresh[1].body[..]),
+        (&b"x3"[..], &b"x4"[..])
+    );
     assert_eq!(fresh[0].origin["recovered"], false);
     let all = recovered.iter().chain(&fresh).map(|m| m.token).collect();
     second.ack(all).await.unwrap();

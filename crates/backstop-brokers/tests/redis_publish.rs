@@ -12,6 +12,9 @@ use redis_common::{Keys, redis, url};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+/// A stream entry's fields as `XRANGE` answers them.
+type Fields = Vec<(String, Vec<u8>)>;
+
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 fn to_list(url: &str, list: &str) -> BrokerTarget {
@@ -45,7 +48,10 @@ async fn concurrent_publishes_to_a_list_are_all_confirmed_and_present() {
             .map(|b| p.publish(task("t", b.as_bytes()), TIMEOUT)),
     )
     .await;
-    assert!(outcomes.iter().all(|o| *o == Published::Confirmed), "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| *o == Published::Confirmed),
+        "{outcomes:?}"
+    );
     let mut r = redis(&url).await;
     let stored: Vec<String> = r.lrange(&list, 0, -1).await.unwrap();
     let stored: HashSet<String> = stored.into_iter().collect();
@@ -68,9 +74,12 @@ async fn stream_entries_carry_the_task() {
         traceparent: Some(tp),
         ..task("task-1", b"\xff{\"to\":\"+1\"}")
     };
-    assert_eq!(publisher(&target).publish(m, TIMEOUT).await, Published::Confirmed);
+    assert_eq!(
+        publisher(&target).publish(m, TIMEOUT).await,
+        Published::Confirmed
+    );
     let mut r = redis(&url).await;
-    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XRANGE")
+    let entries: Vec<(String, Fields)> = redis::cmd("XRANGE")
         .arg(&stream)
         .arg("-")
         .arg("+")
@@ -79,7 +88,12 @@ async fn stream_entries_carry_the_task() {
         .unwrap();
     assert_eq!(entries.len(), 1);
     let fields = &entries[0].1;
-    let get = |name: &str| fields.iter().find(|(f, _)| f == name).map(|(_, v)| v.clone());
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(f, _)| f == name)
+            .map(|(_, v)| v.clone())
+    };
     assert_eq!(get("id").as_deref(), Some(&b"task-1"[..]));
     assert_eq!(get("kind").as_deref(), Some(&b"sms.send"[..]));
     assert_eq!(get("key").as_deref(), Some(&b"order-7"[..]));
@@ -95,7 +109,10 @@ async fn a_key_of_another_type_is_permanent() {
     let list = keys.name("list");
     let mut r = redis(&url).await;
     let _: () = r.set(&list, "a string").await.unwrap();
-    match publisher(&to_list(&url, &list)).publish(task("t", b"x"), TIMEOUT).await {
+    match publisher(&to_list(&url, &list))
+        .publish(task("t", b"x"), TIMEOUT)
+        .await
+    {
         Published::Permanent(text) => assert!(text.contains("WRONGTYPE"), "{text}"),
         other => panic!("{other:?}"),
     }

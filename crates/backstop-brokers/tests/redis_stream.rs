@@ -30,7 +30,12 @@ async fn entries_arrive_with_their_ids_and_fields_and_acked_ones_leave_the_pel()
     let mut c = connect_consumer(&stream_bridge(&url, &stream, "g", "one", LONG))
         .await
         .unwrap();
-    let with_payload = add(&mut r, &stream, &[("kind", b"sms"), ("payload", b"{\"n\":1}")]).await;
+    let with_payload = add(
+        &mut r,
+        &stream,
+        &[("kind", b"sms"), ("payload", b"{\"n\":1}")],
+    )
+    .await;
     let without = add(&mut r, &stream, &[("order", b"7")]).await;
 
     let got = receive(&mut c, 2).await;
@@ -44,7 +49,11 @@ async fn entries_arrive_with_their_ids_and_fields_and_acked_ones_leave_the_pel()
     assert_eq!(got[0].origin["claimed"], false);
     assert_eq!(got[1].message_id.as_deref(), Some(without.as_str()));
     let body: serde_json::Value = serde_json::from_slice(&got[1].body).unwrap();
-    assert_eq!(body, serde_json::json!({"order": "7"}), "no payload: the fields");
+    assert_eq!(
+        body,
+        serde_json::json!({"order": "7"}),
+        "no payload: the fields"
+    );
     assert_eq!(pending(&mut r, &stream, "g").await, 2);
 
     c.ack(got.iter().map(|m| m.token).collect()).await.unwrap();
@@ -86,7 +95,10 @@ async fn unacked_entries_come_back_to_the_same_consumer_first() {
     assert_eq!(again[0].origin["delivery_count"], 2);
     assert_eq!(again[0].origin["claimed"], false);
     let fresh = receive(&mut second, 2).await;
-    let ids: Vec<_> = fresh.iter().map(|m| m.message_id.clone().unwrap()).collect();
+    let ids: Vec<_> = fresh
+        .iter()
+        .map(|m| m.message_id.clone().unwrap())
+        .collect();
     assert_eq!(ids, [b, c]);
     second
         .ack(again.iter().chain(&fresh).map(|m| m.token).collect())
@@ -113,7 +125,10 @@ async fn entries_idle_past_claim_idle_are_claimed_by_another_consumer() {
         .await
         .unwrap();
     let got = batch(&mut other, 10).await;
-    assert!(taken.elapsed() >= idle, "claimed only once idle long enough");
+    assert!(
+        taken.elapsed() >= idle,
+        "claimed only once idle long enough"
+    );
     assert_eq!(got[0].message_id.as_deref(), Some(a.as_str()));
     assert_eq!(got[0].origin["claimed"], true);
     assert_eq!(got[0].origin["delivery_count"], 2);
