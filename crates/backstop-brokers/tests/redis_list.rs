@@ -7,6 +7,7 @@ mod redis_common;
 use backstop_brokers::{BrokerError, connect_consumer};
 use redis::AsyncCommands;
 use redis_common::{Keys, batch, list_bridge, receive, redis, url};
+use std::time::Duration;
 
 #[tokio::test]
 async fn items_arrive_first_in_first_out_and_acked_ones_leave_processing() {
@@ -136,4 +137,26 @@ async fn a_key_of_another_type_is_a_configuration_error() {
     assert!(!e.is_transient());
     let text = e.to_string();
     assert!(text.contains(&list) && text.contains("string"), "{text}");
+}
+
+#[tokio::test]
+async fn a_dropped_next_batch_strands_nothing() {
+    let Some(url) = url() else { return };
+    let mut keys = Keys::new(&url);
+    let (list, processing) = (keys.name("list"), keys.name("processing"));
+    let mut r = redis(&url).await;
+    let mut c = connect_consumer(&list_bridge(&url, &list, &processing))
+        .await
+        .unwrap();
+    let waited = tokio::time::timeout(Duration::from_millis(200), c.next_batch(10)).await;
+    assert!(waited.is_err(), "nothing to take yet");
+    // The dropped call's BLMOVE is still blocked on the server and takes this item into
+    // processing, where no one would hand it out but for the next call's rescan.
+    let _: i64 = r.lpush(&list, "z").await.unwrap();
+    let got = batch(&mut c, 10).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].body, b"z");
+    c.ack(vec![got[0].token]).await.unwrap();
+    let held: usize = r.llen(&processing).await.unwrap();
+    assert_eq!(held, 0);
 }

@@ -171,3 +171,24 @@ async fn a_pending_entry_deleted_from_the_stream_is_acked_not_delivered() {
     assert_eq!(got[0].message_id.as_deref(), Some(next.as_str()));
     assert_eq!(pending(&mut r, &stream, "g").await, 1, "only the new entry");
 }
+
+#[tokio::test]
+async fn a_dropped_next_batch_strands_nothing() {
+    let Some(url) = url() else { return };
+    let mut keys = Keys::new(&url);
+    let stream = keys.name("stream");
+    let mut r = redis(&url).await;
+    let mut c = connect_consumer(&stream_bridge(&url, &stream, "g", "one", LONG))
+        .await
+        .unwrap();
+    let waited = tokio::time::timeout(Duration::from_millis(200), c.next_batch(10)).await;
+    assert!(waited.is_err(), "nothing to read yet");
+    // The dropped call's XREADGROUP may still be blocked and read this entry into the
+    // pending list, which the next call reads again.
+    let id = add(&mut r, &stream, &[("payload", b"z")]).await;
+    let got = batch(&mut c, 10).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message_id.as_deref(), Some(id.as_str()));
+    c.ack(vec![got[0].token]).await.unwrap();
+    assert_eq!(pending(&mut r, &stream, "g").await, 0);
+}
