@@ -52,3 +52,41 @@ pub fn connect_consumer(
         }
     })
 }
+
+/// Deletes what a bridge consumes, with whatever it still holds (an AMQP queue; a Redis list
+/// and its processing list; a Redis stream): for benches and drills that make their own.
+pub fn delete_source(bridge: &BridgeConfig) -> BoxFuture<'_, Result<(), BrokerError>> {
+    Box::pin(async move {
+        let url = &bridge.broker;
+        match &bridge.source {
+            BridgeSource::AmqpQueue(q) => {
+                let failed =
+                    |e| BrokerError::connection(format!("deleting queue {:?}", q.queue), e);
+                let c = lapin::Connection::connect(url.expose(), Default::default())
+                    .await
+                    .map_err(failed)?;
+                let ch = c.create_channel().await.map_err(failed)?;
+                ch.queue_delete(q.queue.as_str().into(), Default::default())
+                    .await
+                    .map_err(failed)?;
+                Ok(())
+            }
+            BridgeSource::RedisList { list, processing } => del(url, &[list, processing]).await,
+            BridgeSource::RedisStream { stream, .. } => del(url, &[stream]).await,
+        }
+    })
+}
+
+async fn del(url: &backstop_core::broker::BrokerUrl, keys: &[&String]) -> Result<(), BrokerError> {
+    let failed = |e| BrokerError::connection(format!("deleting {keys:?}"), e);
+    let client = ::redis::Client::open(url.expose()).map_err(failed)?;
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(failed)?;
+    ::redis::cmd("DEL")
+        .arg(keys)
+        .query_async::<()>(&mut c)
+        .await
+        .map_err(failed)
+}

@@ -209,6 +209,33 @@ pub enum BenchCommand {
     Reconciler(ReconcilerBenchArgs),
     /// Statement reconciliation of a large statement against a ledger of as many tasks.
     Statement(StatementBenchArgs),
+    /// Broker bridges and targets (RabbitMQ, Redis lists and streams), each next to its raw
+    /// ceiling with the same client: a consumer that acks without a ledger, a confirmed
+    /// publisher without a ledger.
+    Brokers(BrokersBenchArgs),
+}
+
+/// Flags of `backstop bench brokers`.
+#[derive(Args)]
+pub struct BrokersBenchArgs {
+    /// Messages per measurement.
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 20_000)]
+    pub messages: usize,
+    /// The RabbitMQ to measure; none: RabbitMQ is not measured.
+    #[arg(long)]
+    pub amqp: Option<String>,
+    /// The Redis to measure; none: Redis is not measured.
+    #[arg(long)]
+    pub redis: Option<String>,
+    /// Unacknowledged messages per bridge (and per raw consumer).
+    #[arg(long, value_parser = whole::<u16>, default_value_t = 256)]
+    pub prefetch: u16,
+    /// Publishes in flight at once (the target kind's concurrency, and the raw publisher's).
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 256)]
+    pub concurrency: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop bench statement`.

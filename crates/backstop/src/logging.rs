@@ -8,7 +8,10 @@ use tracing_subscriber::EnvFilter;
 /// warnings, unless `RUST_LOG` says otherwise.
 pub fn init(format: LogFormat, long_running: bool) {
     let default = if long_running { "info" } else { "warn" };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // lapin logs every message RabbitMQ returns, with its headers and body, at WARN: a
+    // payload may hold personal data, and backstop records the return on the task itself.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default},lapin=error")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

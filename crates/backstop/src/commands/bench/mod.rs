@@ -1,7 +1,9 @@
 //! `backstop bench`: throughput on this machine. `ledger` (the default) measures the ledger
 //! with an in-process handler; `http` measures the HTTP API and push delivery on loopback;
-//! `hooks` measures inbound callbacks (latency at a fixed rate, sustained throughput).
+//! `hooks` measures inbound callbacks (latency at a fixed rate, sustained throughput);
+//! `brokers` measures bridges and broker targets next to their clients' raw ceilings.
 
+mod brokers;
 mod hooks;
 mod http;
 mod ledger;
@@ -50,5 +52,6 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Hooks(h)) => hooks::run(h).await,
         Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
         Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
+        Some(BenchCommand::Brokers(b)) => brokers::run(b).await,
     }
 }

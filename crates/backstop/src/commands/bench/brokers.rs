@@ -1,0 +1,310 @@
+//! `backstop bench brokers`: broker bridges and targets on a fresh SQLite ledger
+//! (`synchronous = FULL`), each next to the raw ceiling of the same client in the same run:
+//!
+//! 1. raw consume: a queue (list, stream) of N messages drained by backstop's own consumer,
+//!    acking each batch, with no ledger;
+//! 2. bridge: the same, through a bridge: every message a committed task before its ack;
+//! 3. raw publish: N confirmed publishes by backstop's own publisher, C in flight, no ledger;
+//! 4. target: N tasks of a broker kind (concurrency C), each published and confirmed, its
+//!    outcome committed.
+
+use super::place::TempDir;
+use crate::cli::BrokersBenchArgs;
+use crate::commands::print_json;
+use anyhow::{Context as _, Result, bail};
+use backstop::{Engine, EngineOptions, EnqueueRequest, KindConfig, Target, open_store};
+use backstop_brokers::{Outgoing, Published, connect_consumer, delete_source, publisher};
+use backstop_core::broker::{
+    AmqpQueue, BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
+};
+use backstop_core::store::CountsParams;
+use futures_util::StreamExt;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// One channel's four figures.
+#[derive(Serialize)]
+struct Channel {
+    channel: &'static str,
+    raw_consume_per_s: f64,
+    bridge_per_s: f64,
+    bridge_over_raw: f64,
+    raw_publish_per_s: f64,
+    target_per_s: f64,
+    target_over_raw: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    messages: usize,
+    prefetch: u16,
+    concurrency: usize,
+    durability: &'static str,
+    channels: Vec<Channel>,
+}
+
+pub async fn run(a: BrokersBenchArgs) -> Result<()> {
+    if a.messages == 0 || a.concurrency == 0 || a.prefetch == 0 {
+        bail!("--messages, --concurrency and --prefetch must be at least 1");
+    }
+    if a.amqp.is_none() && a.redis.is_none() {
+        bail!(
+            "give the broker to measure: --amqp amqp://guest:guest@127.0.0.1:5672/%2f and/or --redis redis://127.0.0.1:6379/0"
+        );
+    }
+    let mut channels = Vec::new();
+    let run = uuid_like();
+    if let Some(url) = &a.amqp {
+        let source = |what: &str| {
+            BridgeSource::AmqpQueue(AmqpQueue {
+                queue: format!("backstop.bench.{run}.{what}"),
+                queue_type: None,
+                durable: true,
+                dead_letter_exchange: None,
+                declare: true,
+            })
+        };
+        let destination = |source: &BridgeSource| match source {
+            BridgeSource::AmqpQueue(q) => Destination::Exchange {
+                exchange: String::new(),
+                routing_key: q.queue.clone(),
+            },
+            _ => unreachable!(),
+        };
+        channels.push(measure("rabbitmq", url, &a, &source, &destination).await?);
+    }
+    if let Some(url) = &a.redis {
+        let list = |what: &str| BridgeSource::RedisList {
+            list: format!("backstop:bench:{run}:{what}"),
+            processing: format!("backstop:bench:{run}:{what}:processing"),
+        };
+        let to_list = |s: &BridgeSource| match s {
+            BridgeSource::RedisList { list, .. } => Destination::RedisList { list: list.clone() },
+            _ => unreachable!(),
+        };
+        channels.push(measure("redis list", url, &a, &list, &to_list).await?);
+        let stream = |what: &str| BridgeSource::RedisStream {
+            stream: format!("backstop:bench:{run}:{what}"),
+            group: "backstop".into(),
+            consumer: "bench".into(),
+            claim_idle: Duration::from_secs(60),
+        };
+        let to_stream = |s: &BridgeSource| match s {
+            BridgeSource::RedisStream { stream, .. } => Destination::RedisStream {
+                stream: stream.clone(),
+            },
+            _ => unreachable!(),
+        };
+        channels.push(measure("redis stream", url, &a, &stream, &to_stream).await?);
+    }
+    let r = Report {
+        messages: a.messages,
+        prefetch: a.prefetch,
+        concurrency: a.concurrency,
+        durability: "sqlite synchronous=FULL; persistent AMQP messages",
+        channels,
+    };
+    if a.json {
+        return print_json(&r);
+    }
+    println!(
+        "messages: {}  prefetch: {}  concurrency: {}",
+        r.messages, r.prefetch, r.concurrency
+    );
+    for c in &r.channels {
+        println!(
+            "{}: raw consume {:.0}/s, bridge {:.0}/s ({:.2} of raw); raw confirmed publish {:.0}/s, target {:.0}/s ({:.2} of raw)",
+            c.channel,
+            c.raw_consume_per_s,
+            c.bridge_per_s,
+            c.bridge_over_raw,
+            c.raw_publish_per_s,
+            c.target_per_s,
+            c.target_over_raw
+        );
+    }
+    Ok(())
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() ^ jiff::Timestamp::now().as_nanosecond() as u128
+    )
+}
+
+fn bridge(url: &str, source: BridgeSource, prefetch: u16) -> BridgeConfig {
+    BridgeConfig {
+        name: "bench".into(),
+        broker: BrokerUrl::new(url),
+        source,
+        kind: "bench.in".into(),
+        key: KeySource::Pointer("/id".into()),
+        prefetch,
+        dead_letters: false,
+        max_message: 1 << 16,
+    }
+}
+
+fn body(i: usize) -> Vec<u8> {
+    format!(r#"{{"id":"m-{i}","to":"+8613800000000","text":"your code is {i}"}}"#).into_bytes()
+}
+
+/// Puts `n` messages where `source` is, `c` publishes in flight; returns messages per second.
+async fn fill(url: &str, destination: Destination, n: usize, c: usize) -> Result<f64> {
+    let p = publisher(&BrokerTarget {
+        broker: BrokerUrl::new(url),
+        destination,
+    });
+    let started = Instant::now();
+    let bodies: Vec<Vec<u8>> = (0..n).map(body).collect();
+    let ids: Vec<String> = (0..n).map(|i| format!("m-{i}")).collect();
+    let mut results = futures_util::stream::iter(0..n)
+        .map(|i| {
+            let p = &p;
+            let (id, body) = (&ids[i], &bodies[i]);
+            async move {
+                p.publish(
+                    Outgoing {
+                        id,
+                        kind: "bench",
+                        key: id,
+                        attempt: 1,
+                        traceparent: None,
+                        body,
+                    },
+                    Duration::from_secs(30),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(c);
+    while let Some(r) = results.next().await {
+        if r != Published::Confirmed {
+            bail!("a publish was not confirmed: {r:?}");
+        }
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn measure(
+    channel: &'static str,
+    url: &str,
+    a: &BrokersBenchArgs,
+    source: &dyn Fn(&str) -> BridgeSource,
+    destination: &dyn Fn(&BridgeSource) -> Destination,
+) -> Result<Channel> {
+    let n = a.messages;
+    // 1. The raw consume ceiling: the same consumer, acking each batch, no ledger.
+    let raw = bridge(url, source("raw"), a.prefetch);
+    let mut consumer = connect_consumer(&raw)
+        .await
+        .context("connecting the raw consumer")?;
+    fill(url, destination(&raw.source), n, a.concurrency).await?;
+    let started = Instant::now();
+    let mut got = 0;
+    while got < n {
+        let batch = consumer.next_batch(usize::from(a.prefetch)).await?;
+        got += batch.len();
+        consumer
+            .ack(batch.iter().map(|m| m.token).collect())
+            .await?;
+    }
+    let raw_consume = n as f64 / started.elapsed().as_secs_f64();
+    drop(consumer);
+    delete_source(&raw).await?;
+
+    // 2. The bridge: every message a committed task before its ack.
+    let dir = TempDir::new("bench-brokers")?;
+    let store = open_store(&dir.sqlite_url()).await?;
+    let b = bridge(url, source("bridge"), a.prefetch);
+    // Created (and filled) before the bridge runs, so the figure is the drain alone.
+    drop(connect_consumer(&b).await?);
+    fill(url, destination(&b.source), n, a.concurrency).await?;
+    let engine = Engine::builder(store.clone())
+        .kind(KindConfig::new("bench.in", Target::Pull))
+        .bridge(b.clone())
+        .options(EngineOptions {
+            bridge_beat: Duration::from_millis(200),
+            ..Default::default()
+        })
+        .build()?;
+    let started = Instant::now();
+    let (stop, runner) = super::run_engine(&engine);
+    while engine.bridges()[0].inserted < n as u64 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        if started.elapsed() > Duration::from_secs(600) {
+            bail!(
+                "the bridge did not take {n} messages in 10 minutes: {:?}",
+                engine.bridges()
+            );
+        }
+    }
+    let bridge_rate = n as f64 / started.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    runner.await?;
+    delete_source(&b).await?;
+
+    // 3. The raw confirmed-publish ceiling (to a queue that exists: mandatory publishes).
+    let out = source("raw-out");
+    drop(connect_consumer(&bridge(url, out.clone(), a.prefetch)).await?);
+    let raw_publish = fill(url, destination(&out), n, a.concurrency).await?;
+    delete_source(&bridge(url, out, a.prefetch)).await?;
+
+    // 4. The target: tasks enqueued first, then published by the engine.
+    let target_source = source("target");
+    drop(connect_consumer(&bridge(url, target_source.clone(), a.prefetch)).await?);
+    let mut kind = KindConfig::new(
+        "bench.out",
+        Target::Broker(BrokerTarget {
+            broker: BrokerUrl::new(url),
+            destination: destination(&target_source),
+        }),
+    );
+    kind.concurrency = a.concurrency;
+    let engine = Engine::builder(store.clone()).kind(kind).build()?;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let rs = chunk
+            .iter()
+            .map(|i| EnqueueRequest {
+                kind: "bench.out".into(),
+                key: format!("t-{i}"),
+                payload: body(*i),
+                ..Default::default()
+            })
+            .collect();
+        for r in engine.enqueue_many(rs).await? {
+            r?;
+        }
+    }
+    let started = Instant::now();
+    let (stop, runner) = super::run_engine(&engine);
+    loop {
+        let c = store
+            .counts(CountsParams {
+                kind: Some("bench.out".into()),
+            })
+            .await?;
+        if c.succeeded as usize == n {
+            break;
+        }
+        if c.failed > 0 {
+            bail!("{} publishes failed for good", c.failed);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let target_rate = n as f64 / started.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    runner.await?;
+    delete_source(&bridge(url, target_source, a.prefetch)).await?;
+    Ok(Channel {
+        channel,
+        raw_consume_per_s: raw_consume,
+        bridge_per_s: bridge_rate,
+        bridge_over_raw: bridge_rate / raw_consume,
+        raw_publish_per_s: raw_publish,
+        target_per_s: target_rate,
+        target_over_raw: target_rate / raw_publish,
+    })
+}
