@@ -24,6 +24,7 @@ struct Report {
     processes: Vec<Process>,
     kinds: Vec<KindHealth>,
     overdue: Vec<Overdue>,
+    bridges: Vec<backstop_engine::BridgeView>,
 }
 
 #[derive(Serialize)]
@@ -154,6 +155,7 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
             o.why.explain()
         ));
     }
+    let bridges = bridge_problems(ctx, &*store, now, &mut problems).await?;
     let mut names: Vec<String> = configs.keys().cloned().collect();
     names.extend(backlog.iter().map(|b| b.kind.clone()));
     names.sort();
@@ -205,6 +207,7 @@ pub async fn run(ctx: &Ctx, json: bool) -> Result<()> {
             .collect(),
         kinds,
         overdue,
+        bridges,
         problems,
     };
     if json {
@@ -238,6 +241,23 @@ fn print(r: &Report) {
             p.kinds.join(", ")
         );
     }
+    if !r.bridges.is_empty() {
+        println!("bridges");
+    }
+    for b in &r.bridges {
+        println!(
+            "  {:<16} {}  connected={}  received {} = inserted {} + deduplicated {} + rejected {} + in flight {}{}",
+            b.name,
+            b.worker,
+            b.connected,
+            b.received,
+            b.inserted,
+            b.deduplicated,
+            b.rejected,
+            b.in_flight,
+            if b.stale { "  (stale)" } else { "" }
+        );
+    }
     println!("kinds");
     for k in &r.kinds {
         println!(
@@ -261,4 +281,42 @@ fn print(r: &Report) {
             println!("  - {p}");
         }
     }
+}
+
+/// The bridges' last beats: one whose counts do not balance, or that is live and down, needs
+/// a person; a configured bridge that no live process runs is named too.
+async fn bridge_problems(
+    ctx: &Ctx,
+    store: &dyn Store,
+    now: Timestamp,
+    problems: &mut Vec<String>,
+) -> Result<Vec<backstop_engine::BridgeView>> {
+    let stale = ctx.config.engine.bridge_beat * 3;
+    let views = backstop_engine::bridges::from_beats(store, now, stale).await?;
+    for v in &views {
+        if !v.balanced {
+            problems.push(format!(
+                "bridge {} on {}: its counts do not balance: received {} but inserted {} + deduplicated {} + rejected {} + in flight {}",
+                v.name, v.worker, v.received, v.inserted, v.deduplicated, v.rejected, v.in_flight
+            ));
+        }
+        if !v.stale && !v.connected {
+            problems.push(format!(
+                "bridge {} on {} is not connected to {}: {}",
+                v.name,
+                v.worker,
+                v.broker,
+                v.last_error.as_deref().unwrap_or("no error recorded yet")
+            ));
+        }
+    }
+    for b in &ctx.config.bridges {
+        if !views.iter().any(|v| v.name == b.name && !v.stale) {
+            problems.push(format!(
+                "bridge {}: no live process runs it (is backstop serve running with this configuration?)",
+                b.name
+            ));
+        }
+    }
+    Ok(views)
 }
