@@ -1,8 +1,10 @@
-//! Crash test of a RabbitMQ bridge: `backstop serve` is killed with SIGKILL 20 times while it
-//! takes 10,000 messages from a real RabbitMQ (`BACKSTOP_TEST_AMQP_URL`), restarted each time,
-//! with `engine.bridge_ack_delay` widening the window between a batch's commit and its ack so
-//! that kills land there. In the end there is exactly one task per message, none lost and
-//! none doubled, the queue is empty, and the timelines count the redeliveries the kills caused.
+//! Crash tests of bridges, one per broker: `backstop serve` is killed with SIGKILL 20 times
+//! while its bridge takes 10,000 messages from a real RabbitMQ queue (`BACKSTOP_TEST_AMQP_URL`)
+//! or Redis list (`BACKSTOP_TEST_REDIS_URL`), restarted each time, with
+//! `engine.bridge_ack_delay` widening the window between a batch's commit and its ack so that
+//! kills land there. In the end there is exactly one task per message, none lost and none
+//! doubled, nothing is left unacknowledged in the broker, and the timelines count the
+//! redeliveries the kills caused.
 
 mod common;
 
@@ -15,90 +17,76 @@ use lapin::options::{
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rand::Rng;
+use redis::AsyncCommands;
+use std::sync::Arc;
 use std::time::Duration;
 
 const MESSAGES: usize = 10_000;
 const KILLS: usize = 20;
-const VAR: &str = "BACKSTOP_TEST_AMQP_URL";
 
-fn config(url: &str, queue: &str, db: &str) -> String {
+fn body(i: usize) -> String {
+    format!(r#"{{"order_id":"O-{i}","to":"+8613800000000"}}"#)
+}
+
+fn config(db: &str, bridge: &str) -> String {
     format!(
         "database = \"{db}\"\n\
          [engine]\npoll_interval = \"50ms\"\nbridge_ack_delay = \"30ms\"\nbridge_beat = \"200ms\"\n\
          [kinds.\"sms.send\"]\ntarget = \"pull\"\n\
-         [bridges.sms-in]\nbroker = \"{url}\"\nqueue = \"{queue}\"\nkind = \"sms.send\"\nkey = \"/order_id\"\nprefetch = 64\n"
+         [bridges.sms-in]\n{bridge}kind = \"sms.send\"\nkey = \"/order_id\"\nprefetch = 64\n"
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
-    let Some(url) = std::env::var(VAR).ok().filter(|u| !u.is_empty()) else {
-        eprintln!("skipped: {VAR} is not set");
-        return;
-    };
-    let queue = format!("backstop.test.crash.{}", uuid::Uuid::now_v7().simple());
-    let conn = Connection::connect(&url, ConnectionProperties::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    ch.confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    ch.queue_declare(
-        ShortString::from(queue.as_str()),
-        QueueDeclareOptions::durable(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    for i in 0..MESSAGES {
-        let body = format!(r#"{{"order_id":"O-{i}","to":"+8613800000000"}}"#);
-        // Not waiting for each confirm: the last wait covers them all.
-        ch.basic_publish(
-            ShortString::from(""),
-            ShortString::from(queue.as_str()),
-            BasicPublishOptions::default(),
-            body.as_bytes(),
-            BasicProperties::default().with_delivery_mode(2),
-        )
-        .await
-        .unwrap();
+fn server(var: &str) -> Option<String> {
+    let u = std::env::var(var).ok().filter(|u| !u.is_empty());
+    if u.is_none() {
+        eprintln!("skipped: {var} is not set");
     }
-    assert!(ch.wait_for_confirms().await.unwrap().is_empty());
+    u
+}
 
+async fn tasks(store: &Arc<dyn backstop_core::Store>) -> usize {
+    store
+        .counts(CountsParams {
+            kind: Some("sms.send".into()),
+        })
+        .await
+        .map(|c| c.total() as usize)
+        .unwrap_or(0)
+}
+
+/// Kills and restarts `serve` while the bridge drains, then lets a last process finish;
+/// `left` says how many messages the broker still holds unacknowledged.
+async fn drill<F, Fut>(bridge: &str, left: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("backstop.db").display());
-    let w = Workdir::new(&config(&url, &queue, &db));
+    let w = Workdir::new(&config(&db, bridge));
     let store = backstop::open_store(&db).await.unwrap();
-    let counted = |store: std::sync::Arc<dyn backstop_core::Store>| async move {
-        store
-            .counts(CountsParams {
-                kind: Some("sms.send".into()),
-            })
-            .await
-            .map(|c| c.total() as usize)
-            .unwrap_or(0)
-    };
     let mut killed = 0;
     while killed < KILLS {
-        let before = counted(store.clone()).await;
+        let before = tasks(&store).await;
         let mut serve = w.serve();
         // Kill while messages flow: once some have landed, at a random moment.
         let give_up = tokio::time::Instant::now() + Duration::from_secs(10);
-        while counted(store.clone()).await < before + 50 && tokio::time::Instant::now() < give_up {
+        while tasks(&store).await < before + 50 && tokio::time::Instant::now() < give_up {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        tokio::time::sleep(Duration::from_millis(rand::rng().random_range(0..60))).await;
+        let pause = rand::rng().random_range(0..60);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
         signal(&serve, libc::SIGKILL);
         assert!(!serve.wait().await.unwrap().success());
         killed += 1;
-        if counted(store.clone()).await >= MESSAGES {
+        if tasks(&store).await >= MESSAGES {
             break;
         }
     }
     assert!(
         killed >= 10,
-        "only {killed} kills landed before the queue was drained"
+        "only {killed} kills landed before the drain ended"
     );
 
     // A last process takes the rest.
@@ -109,7 +97,7 @@ async fn sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
         "every message in the ledger",
         || {
             let s = s.clone();
-            async move { (counted(s).await >= MESSAGES).then_some(()) }
+            async move { (tasks(&s).await >= MESSAGES).then_some(()) }
         },
     )
     .await;
@@ -129,32 +117,23 @@ async fn sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let depth = ch
-        .queue_declare(
-            ShortString::from(queue.as_str()),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap()
-        .message_count();
+    wait_for(
+        Duration::from_secs(10),
+        "nothing left in the broker",
+        || async { (left().await == 0).then_some(()) },
+    )
+    .await;
     signal(&serve, libc::SIGTERM);
     assert!(serve.wait().await.unwrap().success());
-    assert_eq!(depth, 0, "every message acknowledged in the end");
 
     let all = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!(
         all.total() as usize,
         MESSAGES,
-        "exactly one task per message: {all:?}"
+        "one task per message: {all:?}"
     );
     assert_eq!(all.pending as usize, MESSAGES);
-    // The kills left committed messages unacknowledged: they came again and were counted.
-    let tasks = store
+    let list = store
         .list(ListParams {
             kind: Some("sms.send".into()),
             limit: MESSAGES,
@@ -162,12 +141,13 @@ async fn sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
         })
         .await
         .unwrap();
-    let mut keys: Vec<&str> = tasks.iter().map(|t| t.key.as_str()).collect();
+    let mut keys: Vec<&str> = list.iter().map(|t| t.key.as_str()).collect();
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), MESSAGES);
+    // The kills left committed messages unacknowledged: they came again and were counted.
     let mut redelivered = 0;
-    for t in &tasks {
+    for t in &list {
         let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
         redelivered += tl
             .iter()
@@ -179,10 +159,81 @@ async fn sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
         "no kill landed between a commit and its ack"
     );
     eprintln!("{killed} kills, {redelivered} redeliveries absorbed");
-    let _ = ch
-        .queue_delete(
-            ShortString::from(queue.as_str()),
-            QueueDeleteOptions::default(),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
+    let Some(url) = server("BACKSTOP_TEST_AMQP_URL") else {
+        return;
+    };
+    let queue = format!("backstop.test.crash.{}", uuid::Uuid::now_v7().simple());
+    let conn = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    let declare = |passive| QueueDeclareOptions {
+        passive,
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let q = || ShortString::from(queue.as_str());
+    ch.queue_declare(q(), declare(false), FieldTable::default())
+        .await
+        .unwrap();
+    for i in 0..MESSAGES {
+        // Not waiting for each confirm: the last wait covers them all.
+        ch.basic_publish(
+            ShortString::from(""),
+            q(),
+            BasicPublishOptions::default(),
+            body(i).as_bytes(),
+            BasicProperties::default().with_delivery_mode(2),
         )
-        .await;
+        .await
+        .unwrap();
+    }
+    assert!(ch.wait_for_confirms().await.unwrap().is_empty());
+    let bridge = format!("broker = \"{url}\"\nqueue = \"{queue}\"\n");
+    drill(&bridge, || async {
+        ch.queue_declare(q(), declare(true), FieldTable::default())
+            .await
+            .unwrap()
+            .message_count() as usize
+    })
+    .await;
+    let _ = ch.queue_delete(q(), QueueDeleteOptions::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_list_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
+    let Some(url) = server("BACKSTOP_TEST_REDIS_URL") else {
+        return;
+    };
+    let list = format!("backstop-test:crash:{}", uuid::Uuid::now_v7().simple());
+    let processing = format!("{list}:processing");
+    let mut r = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for chunk in (0..MESSAGES).collect::<Vec<_>>().chunks(1000) {
+        let items: Vec<String> = chunk.iter().map(|i| body(*i)).collect();
+        let _: () = r.lpush(&list, items).await.unwrap();
+    }
+    let bridge = format!("broker = \"{url}\"\nqueue = \"{list}\"\nprocessing = \"{processing}\"\n");
+    let conn = r.clone();
+    drill(&bridge, || {
+        let mut c = conn.clone();
+        let (l, p) = (list.clone(), processing.clone());
+        async move {
+            let a: usize = c.llen(&l).await.unwrap();
+            let b: usize = c.llen(&p).await.unwrap();
+            a + b
+        }
+    })
+    .await;
+    let _: () = r.del(&[&list, &processing]).await.unwrap();
 }
