@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Runs the client examples against a real `backstop serve`: examples/python (enqueue, a pull
 # worker) and examples/php (enqueue, a signed push handler), with the examples' own configs
-# and an API token. Also checks that the snippets in README.md and docs/*.md are still the
-# examples' code.
+# and an API token; then examples/php-rabbitmq (PHP producers on RabbitMQ bridged into the
+# ledger, a flaky push target, an old worker's dead letters taken in and retried) against a
+# second `backstop serve` with that example's config. Also checks that the snippets in
+# README.md and docs/*.md are still the examples' code.
 #
 #   BACKSTOP_BIN=/var/tmp/backstop-target/debug/backstop .ci/examples.sh
 #
 # Needs python3 and curl; php for the PHP half (skipped without it, unless
-# BACKSTOP_REQUIRE_PHP=1). Takes about 15 seconds.
+# BACKSTOP_REQUIRE_PHP=1); for the RabbitMQ part also php-amqplib and RabbitMQ at
+# 127.0.0.1:5672 (guest/guest) (skipped without them, unless BACKSTOP_REQUIRE_RABBITMQ=1; it
+# deletes and declares the queues sms.requests, sms.legacy, sms.dead and the exchange
+# sms.dlx). Takes about 30 seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +31,25 @@ elif [[ "${BACKSTOP_REQUIRE_PHP:-0}" == 1 ]]; then
     fail "php is not installed and BACKSTOP_REQUIRE_PHP=1"
 else
     echo "examples: php not found: skipping the PHP examples (BACKSTOP_REQUIRE_PHP=1 makes this an error)"
+fi
+# The RabbitMQ part: php with php-amqplib, and the broker listening.
+have_rabbitmq=0
+amqplib=/usr/share/php/PhpAmqpLib/autoload.php
+rabbitmq_up() {
+    python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5672), timeout=2).close()' 2>/dev/null
+}
+if ((have_php)) && [[ -f $amqplib ]] && rabbitmq_up; then
+    have_rabbitmq=1
+else
+    if ((!have_php)); then
+        why="php is not installed"
+    elif [[ ! -f $amqplib ]]; then
+        why="php-amqplib is not installed ($amqplib)"
+    else
+        why="RabbitMQ is not reachable at 127.0.0.1:5672"
+    fi
+    [[ "${BACKSTOP_REQUIRE_RABBITMQ:-0}" == 1 ]] && fail "$why and BACKSTOP_REQUIRE_RABBITMQ=1"
+    echo "examples: $why: skipping the PHP + RabbitMQ example (BACKSTOP_REQUIRE_RABBITMQ=1 makes this an error)"
 fi
 
 work=$(mktemp -d)
@@ -282,6 +306,233 @@ print("v1," + base64.b64encode(mac).decode())' "$secret" "$@"
     if grep -Eq '"id":"msg_ci_(bad|other|old|none)"' "$work/deliveries.jsonl"; then
         fail "handler.php logged a delivery it should have refused"
     fi
+fi
+
+# --- PHP + RabbitMQ: examples/php-rabbitmq ---------------------------------------------------
+if ((have_rabbitmq)); then
+    rmq=examples/php-rabbitmq
+    step "php + rabbitmq: amqp.php reset declares sms.requests, sms.legacy → sms.dlx → sms.dead afresh"
+    out=$(php $rmq/amqp.php reset) || fail "amqp.php reset failed"
+    echo "   $out"
+
+    # A second server with the example's own config (its SMS target on a free port, the
+    # token), its own database.
+    sms_port=$(free_port)
+    rmq_port=$(free_port)
+    {
+        cat $rmq/backstop.toml
+        printf '\n[[api.tokens]]\nname = "ci"\nsha256 = "%s"\n' "$token_sha256"
+    } | sed "s#http://127.0.0.1:8082/#http://127.0.0.1:$sms_port/#" >"$work/rabbitmq.toml"
+    grep -q "127.0.0.1:$sms_port/" "$work/rabbitmq.toml" ||
+        fail "$rmq/backstop.toml does not push to http://127.0.0.1:8082/ any more; update this script"
+    # rbq ARGS...: the CLI on that server's config and ledger.
+    rbq() { (cd "$work" && NO_COLOR=1 "$BACKSTOP_BIN" --config rabbitmq.toml --database "sqlite://$work/rabbitmq.db" "$@"); }
+
+    step "php -S 127.0.0.1:$sms_port $rmq/sms_target.php (503 to every third new delivery)"
+    SMS_TARGET_LOG=$work/sms.jsonl php -S "127.0.0.1:$sms_port" $rmq/sms_target.php >"$work/sms_target.log" 2>&1 &
+    sms_target=$!
+    pids+=("$sms_target")
+    export BACKSTOP_URL="http://127.0.0.1:$rmq_port"
+    step "backstop serve on $BACKSTOP_URL with $rmq/backstop.toml (bridges sms-in, sms-dead)"
+    (cd "$work" && NO_COLOR=1 exec "$BACKSTOP_BIN" --config rabbitmq.toml --database "sqlite://$work/rabbitmq.db" \
+        serve --listen "127.0.0.1:$rmq_port") >"$work/backstop-rabbitmq.log" 2>&1 &
+    server=$! # `ready` and the dump on failure now look at this one
+    pids+=("$server")
+    wait_until "backstop's /readyz" 10 ready
+    sms_target_up() { alive "$sms_target" "php -S sms_target.php" && curl -fsS -o /dev/null "http://127.0.0.1:$sms_port/" 2>/dev/null; }
+    wait_until "the SMS target" 10 sms_target_up
+    # bridge_of NAME FIELD: that field of the bridge NAME in a bridge list on stdin, as JSON.
+    bridge_of() {
+        python3 -c 'import json, sys
+bridges = {b["name"]: b for b in json.load(sys.stdin)["bridges"]}
+name, key = sys.argv[1:]
+print(json.dumps(bridges[name][key]) if name in bridges else "absent")' "$@"
+    }
+    connected() {
+        local bridges
+        bridges=$(api /v1/bridges)
+        [[ $(bridge_of sms-in connected <<<"$bridges") == true && $(bridge_of sms-dead connected <<<"$bridges") == true ]]
+    }
+    wait_until "both bridges to connect" 15 connected
+
+    n=20 again=3
+    step "php + rabbitmq: producer.php publishes $n SMS requests ($again of them twice) and 2 bad messages"
+    out=$(php $rmq/producer.php --count $n --again $again --bad) || fail "producer.php failed"
+    echo "   $out"
+    published=$(field published <<<"$out")
+    ((published == n + again + 2)) || fail "producer.php published $published messages, expected $((n + again + 2))"
+    settled() {
+        local bridges
+        bridges=$(api /v1/bridges)
+        [[ $(bridge_of sms-in received <<<"$bridges") == "$published" && $(bridge_of sms-in in_flight <<<"$bridges") == 0 ]]
+    }
+    wait_until "bridge sms-in to settle $published messages" 20 settled
+    count_tasks() { api "/v1/tasks?kind=$1&status=$2&limit=1000" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["tasks"]))'; }
+    all_sent() { [[ $(count_tasks sms.send succeeded) == "$n" ]]; }
+    wait_until "$n sms.send tasks to succeed" 30 all_sent
+
+    step "php + rabbitmq: one succeeded task per order, delivered once; the bad messages are rejects"
+    python3 - "$work/sms.jsonl" "$out" <<'EOF' || fail "the ledger or the SMS target disagrees with what was published"
+import json, os, sys, urllib.request
+log, produced = sys.argv[1], json.loads(sys.argv[2])
+def get(path):
+    r = urllib.request.Request(os.environ["BACKSTOP_URL"] + path,
+                               headers={"Authorization": "Bearer " + os.environ["BACKSTOP_TOKEN"]})
+    with urllib.request.urlopen(r, timeout=10) as answer:
+        return json.load(answer)
+def check(ok, what):
+    if not ok:
+        sys.exit("examples: " + what)
+orders, n, again = produced["order_ids"], produced["good"], produced["again"]
+tasks = get("/v1/tasks?kind=sms.send&limit=1000")["tasks"]
+keys = sorted(t["key"] for t in tasks)
+check(keys == sorted(orders), f"sms.send tasks {keys}, expected one per order {sorted(orders)}")
+check(all(t["status"] == "succeeded" for t in tasks), "an sms.send task is not succeeded")
+# Every third first delivery got a 503 and was retried once.
+attempts = sum(t["attempts"] for t in tasks)
+check(attempts == n + n // 3, f"{attempts} attempts in all, expected {n} + {n // 3} retries")
+accepted = [json.loads(line) for line in open(log)]
+by_id = {}
+for d in accepted:
+    by_id.setdefault(d["id"], []).append(d)
+for t in tasks:
+    got = by_id.get(t["id"], [])
+    check(len(got) == 1, f"task {t['id']} ({t['key']}) was accepted {len(got)} times by the SMS target")
+    check(json.loads(got[0]["body"])["order_id"] == t["key"] == got[0]["key"],
+          f"task {t['id']}: the SMS target got {got[0]}")
+check(len(accepted) == n, f"the SMS target accepted {len(accepted)} deliveries, expected {n}")
+print(f"   {n} sms.send tasks succeeded, one per order; {n // 3} after a 503; each accepted once")
+# The repeated messages are on their tasks' timelines, not new tasks.
+for t in tasks:
+    events = get(f"/v1/tasks/{t['id']}")["events"]
+    created = [e for e in events if e["type"] == "created"]
+    check((created[0].get("origin") or {}).get("queue") == "sms.requests",
+          f"task {t['key']}: its created event has no origin queue sms.requests: {created}")
+    redelivered = sum(e["type"] == "redelivered" for e in events)
+    expected = 1 if orders.index(t["key"]) < again else 0
+    check(redelivered == expected,
+          f"task {t['key']}: {redelivered} redelivered events on its timeline, expected {expected}")
+print(f"   the {again} repeated messages are one redelivered event each on their tasks' timelines")
+rejects = get("/v1/tasks?kind=backstop.rejected.sms-in&limit=1000")["tasks"]
+check(len(rejects) == 2, f"{len(rejects)} backstop.rejected.sms-in tasks, expected 2")
+for t in rejects:
+    check(t["status"] == "failed", f"reject {t['id']} is {t['status']}, expected failed (a dead letter)")
+    check(t["attempts"] == 0, f"reject {t['id']} had {t['attempts']} attempts, expected none")
+    check((t["last_error"] or "").startswith("rejected by bridge sms-in: "),
+          f"reject {t['id']}: last_error {t['last_error']!r}")
+errors = sorted(t["last_error"] or "" for t in rejects)
+check("no string or number at /order_id" in errors[0] and "not JSON" in errors[1],
+      f"rejects' reasons: {errors}")
+for e in errors:
+    print(f"   failed backstop.rejected.sms-in: {e}")
+EOF
+    dead=$(rbq dead list --kind backstop.rejected.sms-in --json) || fail "backstop dead list failed"
+    [[ $(python3 -c 'import json, sys; print(len(json.load(sys.stdin)))' <<<"$dead") == 2 ]] ||
+        fail "backstop dead list --kind backstop.rejected.sms-in does not list the 2 rejects: $dead"
+    echo "   backstop dead list --kind backstop.rejected.sms-in lists both"
+
+    step "php + rabbitmq: bridges list --json and GET /v1/bridges: received = inserted + deduplicated + rejected"
+    # The CLI reads the bridges' beats, written every 5 s.
+    beat_caught_up() { [[ $(rbq bridges list --json | bridge_of sms-in received) == "$published" ]]; }
+    wait_until "backstop bridges list to show sms-in's counts" 15 beat_caught_up
+    rbq bridges list | sed 's/^/   /'
+    # counted LABEL N AGAIN: the bridge list on stdin shows sms-in's counts for this run.
+    counted() {
+        python3 -c 'import json, sys
+label, n, again = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+doc = json.load(sys.stdin)
+b = {b["name"]: b for b in doc["bridges"]}["sms-in"]
+want = {"state": "running", "connected": True, "inserted": n, "deduplicated": again,
+        "rejected": 2, "in_flight": 0, "balanced": True}
+wrong = {k: b[k] for k, v in want.items() if b[k] != v}
+if wrong or b["received"] != b["inserted"] + b["deduplicated"] + b["rejected"]:
+    sys.exit(f"examples: {label}: sms-in is {b}; expected {want} and received = the sum")
+not_seen, received = doc.get("configured_not_seen", []), b["received"]
+if not_seen:
+    sys.exit(f"examples: {label}: configured_not_seen is {not_seen}")
+print(f"   {label}: received {received} = inserted {n} + deduplicated {again} + rejected 2, in flight 0")' "$@"
+    }
+    rbq bridges list --json | counted "bridges list --json" $n $again || fail "backstop bridges list --json"
+    api /v1/bridges | counted "GET /v1/bridges" $n $again || fail "GET /v1/bridges"
+
+    step "php + rabbitmq: sms.requests is empty: every message was acknowledged"
+    # depth QUEUE: ready messages, by a passive declare from PHP.
+    depth() { php $rmq/amqp.php depth "$1" || fail "amqp.php depth $1 failed"; }
+    [[ $(depth sms.requests) == 0 ]] || fail "sms.requests still holds $(depth sms.requests) messages"
+    # rabbitmqctl (when it may talk to the broker) also counts the unacknowledged ones.
+    if command -v rabbitmqctl >/dev/null &&
+        rabbitmqctl -q --no-table-headers list_queues name messages messages_unacknowledged >"$work/queues.txt" 2>/dev/null; then
+        line=$(awk '$1 == "sms.requests"' "$work/queues.txt")
+        [[ $line == $'sms.requests\t0\t0' ]] || fail "rabbitmqctl list_queues: '$line', expected 0 ready and 0 unacknowledged"
+        echo "   rabbitmqctl list_queues: sms.requests 0 ready, 0 unacknowledged"
+    else
+        echo "   passive declare: sms.requests 0 ready (rabbitmqctl not usable here)"
+    fi
+
+    step "php + rabbitmq: worker.php sends two sms.legacy messages and rejects one (requeue=false) to sms.dlx"
+    out=$(php $rmq/producer.php --queue sms.legacy --count 2 --prefix legacy-) || fail "producer.php --queue sms.legacy failed"
+    echo "   $out"
+    out=$(php $rmq/producer.php --queue sms.legacy --count 1 --prefix intl- --to +442071838750) ||
+        fail "producer.php --queue sms.legacy failed"
+    echo "   $out"
+    php $rmq/worker.php --exit-after 3 --idle 10 >"$work/legacy-worker.log" 2>&1 &
+    legacy=$!
+    pids+=("$legacy")
+    wait_exit "$legacy" 20 "worker.php --exit-after 3"
+    sed 's/^/   /' "$work/legacy-worker.log"
+    [[ $(grep -c '^sent legacy-' "$work/legacy-worker.log") == 2 ]] || fail "worker.php did not send legacy-1 and legacy-2"
+    grep -q '^rejected: the legacy gateway cannot reach +442071838750' "$work/legacy-worker.log" ||
+        fail "worker.php did not reject intl-1"
+
+    step "php + rabbitmq: bridge sms-dead takes the dead letter in as a failed sms.send task"
+    intake() { api "/v1/tasks?kind=sms.send&key=$1&limit=10" | field tasks; }
+    dead_letter_in() {
+        local got status
+        got=$(intake intl-1)
+        [[ $got == "[]" ]] && return 1
+        status=$(python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["status"])' <<<"$got")
+        [[ $status == failed ]] ||
+            fail "the dead letter intl-1 became a $status sms.send task, expected failed (dead_letters = true)"
+    }
+    wait_until "bridge sms-dead to take in intl-1" 10 dead_letter_in
+    dead_id=$(intake intl-1 | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')
+    rbq dead list --kind sms.send | sed 's/^/   /'
+    rbq dead list --kind sms.send --json | python3 -c 'import json, sys
+ids = [t["id"] for t in json.load(sys.stdin)]
+sys.exit(None if ids == [sys.argv[1]] else f"examples: backstop dead list --kind sms.send lists {ids}")' "$dead_id" ||
+        fail "backstop dead list --kind sms.send"
+    expect "$dead_id" attempts 0
+    reason=$(task "$dead_id" | field last_error)
+    [[ $reason == 'dead letter: rejected from queue "sms.legacy"'* ]] ||
+        fail "task $dead_id: last_error '$reason', expected the broker's death reason"
+    echo "   $dead_id failed: $reason"
+    task "$dead_id" | python3 -c 'import json, sys
+created = [e for e in json.load(sys.stdin)["events"] if e["type"] == "created"][0]
+death = (created.get("origin") or {}).get("x-death") or [{}]
+sys.exit(None if death[0].get("queue") == "sms.legacy" and death[0].get("reason") == "rejected"
+         else f"examples: the created event has no x-death from sms.legacy: {created}")' ||
+        fail "task $dead_id: no x-death on its created event"
+    grep -q "\"id\":\"$dead_id\"" "$work/sms.jsonl" && fail "the dead letter $dead_id was delivered before it was retried"
+    [[ $(intake legacy-1) == "[]" && $(intake legacy-2) == "[]" ]] ||
+        fail "the messages worker.php handled became tasks"
+    for q in sms.legacy sms.dead; do
+        [[ $(depth $q) == 0 ]] || fail "$q still holds $(depth $q) messages"
+    done
+    echo "   sms.legacy and sms.dead are empty; legacy-1 and legacy-2 (sent by worker.php) are no tasks"
+
+    step "php + rabbitmq: backstop dead retry sends it through sms.send's target"
+    out=$(rbq dead retry "$dead_id") || fail "backstop dead retry $dead_id failed"
+    echo "   $out"
+    wait_until "the retried dead letter to succeed" 15 has_status "$dead_id" succeeded
+    [[ $(grep -c "\"id\":\"$dead_id\"" "$work/sms.jsonl") == 1 ]] || fail "the SMS target did not accept $dead_id once"
+    task "$dead_id" | field events | grep -q '"retried"' || fail "task $dead_id: no retried event on its timeline"
+    echo "   $dead_id succeeded after $(task "$dead_id" | field attempts) attempt(s); the SMS target accepted it"
+
+    step "php + rabbitmq: stop this backstop, delete the queues"
+    kill -TERM "$server"
+    wait_exit "$server" 20 "backstop serve (rabbitmq)"
+    out=$(php $rmq/amqp.php delete) || fail "amqp.php delete failed"
+    echo "   $out"
 fi
 
 echo "examples passed"
