@@ -99,28 +99,29 @@ fn key(source: &KeySource, m: &Received) -> Result<String, String> {
     Ok(key)
 }
 
-/// The rejection record: keyed by the message id, or by the body's SHA-256 when there is none,
-/// so a redelivery of the same message lands on the same record (as a `redelivered` event).
+/// The rejection record, keyed by the body's SHA-256 with a payload made of the bytes alone:
+/// the same bytes again (a redelivery, or a producer's resend under another message id or
+/// with other headers) land on the same record as a `redelivered` event, and never conflict
+/// with it, so no reject goes unrecorded. The reason, the message id, the headers and the
+/// broker's metadata are its origin (on `created`, and on each `redelivered`).
 fn rejection(bridge: &BridgeConfig, m: &Received, reason: &str, now: Timestamp) -> NewTask {
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &m.body);
     let sha256: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    let key = match &m.message_id {
-        Some(id) if validate::key(id).is_ok() && !id.is_empty() => id.clone(),
-        _ => format!("sha256:{sha256}"),
-    };
+    let key = format!("sha256:{sha256}");
     let mut payload = json!({
-        "bridge": bridge.name,
-        "kind": bridge.kind,
-        "reason": reason,
         "bytes": m.body.len(),
         "sha256": sha256,
         "body_base64": base64::engine::general_purpose::STANDARD.encode(&m.body),
-        "message_id": m.message_id,
-        "headers": m.headers,
     });
     if let Ok(text) = std::str::from_utf8(&m.body) {
         payload["body_text"] = json!(text);
     }
+    let mut origin = m.origin.clone();
+    origin.insert("bridge".into(), json!(bridge.name));
+    origin.insert("kind".into(), json!(bridge.kind));
+    origin.insert("reason".into(), json!(reason));
+    origin.insert("message_id".into(), json!(m.message_id));
+    origin.insert("headers".into(), json!(m.headers));
     NewTask {
         id: TaskId::new(),
         kind: rejected_kind(&bridge.name),
@@ -133,7 +134,7 @@ fn rejection(bridge: &BridgeConfig, m: &Received, reason: &str, now: Timestamp) 
         intake: Intake::Failed {
             reason: format!("rejected by bridge {}: {reason}", bridge.name),
         },
-        origin: Some(Value::Object(m.origin.clone()).to_string()),
+        origin: Some(Value::Object(origin).to_string()),
     }
 }
 
@@ -290,8 +291,25 @@ mod tests {
         assert_eq!(p["body_base64"], "//57");
         assert!(p.get("body_text").is_none());
         assert!(task.key.starts_with("sha256:"));
-        let again = admit(&bridge("/id"), &kinds(), &m, Timestamp::UNIX_EPOCH, 1024);
-        assert!(matches!(again, Admission::Rejected { task: t, .. } if t.key == task.key));
+        // The same bytes under another message id and other headers: the same record, the
+        // same payload (so never a conflict), the difference in the origin.
+        let mut other = m.clone();
+        other.message_id = Some("another-id".into());
+        other.headers.insert("x-retry".into(), "2".into());
+        let again = admit(
+            &bridge("/id"),
+            &kinds(),
+            &other,
+            Timestamp::UNIX_EPOCH,
+            1024,
+        );
+        let Admission::Rejected { task: t, .. } = again else {
+            panic!()
+        };
+        assert_eq!((&t.key, &t.payload), (&task.key, &task.payload));
+        let origin: Value = serde_json::from_str(t.origin.as_deref().unwrap()).unwrap();
+        assert_eq!(origin["message_id"], "another-id");
+        assert!(origin["reason"].as_str().unwrap().contains("not JSON"));
     }
 
     #[test]

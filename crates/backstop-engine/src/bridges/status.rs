@@ -80,14 +80,22 @@ pub(crate) struct BridgeStatus {
     source: String,
     kind: String,
     dead_letters: bool,
-    received: AtomicU64,
-    inserted: AtomicU64,
-    deduplicated: AtomicU64,
-    rejected: AtomicU64,
-    in_flight: AtomicU64,
+    /// One lock for all the counts, so every view is one consistent snapshot.
+    counts: Mutex<Counts>,
     reconnects: AtomicU64,
     state: Mutex<(BridgeState, Timestamp, Option<String>)>,
     m: Metrics,
+}
+
+/// The conservation counts: received = inserted + deduplicated + rejected + in flight.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    /// Settled (taken by the ledger), whatever became of them.
+    settled: u64,
+    inserted: u64,
+    deduplicated: u64,
+    rejected: u64,
+    in_flight: u64,
 }
 
 struct Metrics {
@@ -118,11 +126,7 @@ impl BridgeStatus {
             source,
             kind: c.kind.clone(),
             dead_letters: c.dead_letters,
-            received: AtomicU64::new(0),
-            inserted: AtomicU64::new(0),
-            deduplicated: AtomicU64::new(0),
-            rejected: AtomicU64::new(0),
-            in_flight: AtomicU64::new(0),
+            counts: Mutex::new(Counts::default()),
             reconnects: AtomicU64::new(0),
             state: Mutex::new((BridgeState::Connecting, now, None)),
             m: Metrics {
@@ -137,32 +141,36 @@ impl BridgeStatus {
         }
     }
 
-    /// A batch was received: counted as received and in flight until settled.
+    /// A batch was received: in flight until settled, counted as received then (a counter
+    /// cannot take back what a stop before the commit leaves to the broker).
     pub(crate) fn received(&self, n: u64) {
-        self.received.fetch_add(n, Ordering::Relaxed);
-        self.in_flight.fetch_add(n, Ordering::Relaxed);
-        self.m.received.increment(n);
+        self.counts.lock().expect("not poisoned").in_flight += n;
         self.m.in_flight.increment(n as f64);
     }
 
     /// A batch's messages are in the ledger: new, already there, or rejected.
     pub(crate) fn settled(&self, inserted: u64, deduplicated: u64, rejected: u64) {
-        self.inserted.fetch_add(inserted, Ordering::Relaxed);
-        self.deduplicated.fetch_add(deduplicated, Ordering::Relaxed);
-        self.rejected.fetch_add(rejected, Ordering::Relaxed);
         let n = inserted + deduplicated + rejected;
-        self.in_flight.fetch_sub(n, Ordering::Relaxed);
+        {
+            let mut c = self.counts.lock().expect("not poisoned");
+            c.settled += n;
+            c.inserted += inserted;
+            c.deduplicated += deduplicated;
+            c.rejected += rejected;
+            c.in_flight = c.in_flight.saturating_sub(n);
+        }
+        self.m.received.increment(n);
         self.m.inserted.increment(inserted);
         self.m.deduplicated.increment(deduplicated);
         self.m.rejected.increment(rejected);
         self.m.in_flight.decrement(n as f64);
     }
 
-    /// Messages received but never settled (the connection was lost before their commit): the
-    /// broker delivers them again, and they are counted again then.
+    /// Messages received but never settled (stopped before their commit): the broker delivers
+    /// them again, and they are counted then.
     pub(crate) fn abandoned(&self, n: u64) {
-        self.received.fetch_sub(n, Ordering::Relaxed);
-        self.in_flight.fetch_sub(n, Ordering::Relaxed);
+        let mut c = self.counts.lock().expect("not poisoned");
+        c.in_flight = c.in_flight.saturating_sub(n);
         self.m.in_flight.decrement(n as f64);
     }
 
@@ -197,14 +205,7 @@ impl BridgeStatus {
     /// The view as of `now`.
     pub(crate) fn view(&self, worker: &str, now: Timestamp) -> BridgeView {
         let (state, since, last_error) = self.state.lock().expect("not poisoned").clone();
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (received, inserted, deduplicated, rejected, in_flight) = (
-            get(&self.received),
-            get(&self.inserted),
-            get(&self.deduplicated),
-            get(&self.rejected),
-            get(&self.in_flight),
-        );
+        let c = *self.counts.lock().expect("not poisoned");
         BridgeView {
             name: self.name.clone(),
             worker: worker.to_string(),
@@ -214,13 +215,13 @@ impl BridgeStatus {
             source: self.source.clone(),
             kind: self.kind.clone(),
             dead_letters: self.dead_letters,
-            received,
-            inserted,
-            deduplicated,
-            rejected,
-            in_flight,
-            balanced: received == inserted + deduplicated + rejected + in_flight,
-            reconnects: get(&self.reconnects),
+            received: c.settled + c.in_flight,
+            inserted: c.inserted,
+            deduplicated: c.deduplicated,
+            rejected: c.rejected,
+            in_flight: c.in_flight,
+            balanced: c.settled == c.inserted + c.deduplicated + c.rejected,
+            reconnects: self.reconnects.load(Ordering::Relaxed),
             last_error,
             since,
             seen_at: now,

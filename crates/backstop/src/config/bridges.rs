@@ -95,7 +95,7 @@ pub(super) fn bridges(
                 let queue = nonempty(b.queue, "missing: the queue to consume")
                     .map_err(|m| invalid(at("queue"), m))?;
                 if let Some(t) = &b.queue_type
-                    && !["classic", "quorum", "stream"].contains(&t.as_str())
+                    && !["classic", "quorum"].contains(&t.as_str())
                 {
                     return Err(invalid(
                         at("queue_type"),
