@@ -6,31 +6,17 @@ use backstop_core::broker::{
     AmqpQueue, BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
 };
 use backstop_core::store::{CountsParams, GetByKeyParams, ListParams, TimelineParams};
-use backstop_core::{EventType, KindConfig, Status, Store, Target};
-use backstop_engine::{BridgeView, Engine, EngineOptions, EnqueueRequest, ManualRequest};
-use backstop_store_sqlite::SqliteStore;
+use backstop_core::{EventType, KindConfig, Status, Target};
+use backstop_engine::{Engine, EnqueueRequest, ManualRequest};
+mod brokers;
+use brokers::{Running, options, server, store, unique, until};
 use lapin::options::{
     BasicGetOptions, BasicPublishOptions, BasicRejectOptions, ConfirmSelectOptions,
     ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const VAR: &str = "BACKSTOP_TEST_AMQP_URL";
-
-fn url() -> Option<String> {
-    let u = std::env::var(VAR).ok().filter(|u| !u.is_empty());
-    if u.is_none() {
-        eprintln!("skipped: {VAR} is not set");
-    }
-    u
-}
-
-fn unique(prefix: &str) -> String {
-    format!("{prefix}.{}", uuid::Uuid::now_v7().simple())
-}
 
 async fn channel(url: &str) -> (Connection, Channel) {
     let c = Connection::connect(url, ConnectionProperties::default())
@@ -90,62 +76,11 @@ fn bridge(name: &str, url: &str, queue: &str, kind: &str) -> BridgeConfig {
     }
 }
 
-fn options() -> EngineOptions {
-    EngineOptions {
-        poll_interval: Duration::from_millis(20),
-        bridge_beat: Duration::from_millis(100),
-        ..Default::default()
-    }
-}
-
-/// Runs `engine` in the background; dropping the guard stops it.
-struct Running(
-    Option<tokio::sync::oneshot::Sender<()>>,
-    tokio::task::JoinHandle<()>,
-);
-
-impl Running {
-    fn start(engine: &Engine) -> Running {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let e = engine.clone();
-        let run = tokio::spawn(async move {
-            e.run(async {
-                let _ = stopped.await;
-            })
-            .await
-        });
-        Running(Some(stop), run)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.0.take().unwrap().send(());
-        let _ = (&mut self.1).await;
-    }
-}
-
-async fn until<F: Fn(&[BridgeView]) -> bool>(engine: &Engine, what: &str, f: F) -> BridgeView {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let views = engine.bridges();
-        if f(&views) {
-            return views[0].clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {views:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    let path = dir.path().join("t.db").display().to_string();
-    Arc::new(SqliteStore::open(&path).await.unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_become_tasks_once_and_are_acked_after_their_commit() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_AMQP_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
     let q = unique("backstop.test.bridge");
@@ -227,7 +162,9 @@ async fn messages_become_tasks_once_and_are_acked_after_their_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_that_cannot_be_tasks_are_failed_records_and_acked() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_AMQP_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
     let q = unique("backstop.test.rejects");
@@ -298,7 +235,9 @@ async fn messages_that_cannot_be_tasks_are_failed_records_and_acked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_of_a_rabbitmq_kind_are_published_with_their_id_and_succeed_on_confirm() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_AMQP_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
     let (_c, ch) = channel(&url).await;
@@ -438,7 +377,9 @@ async fn tasks_of_a_rabbitmq_kind_are_published_with_their_id_and_succeed_on_con
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_queue_becomes_failed_tasks_that_a_retry_publishes_back() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_AMQP_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
     let (_c, ch) = channel(&url).await;

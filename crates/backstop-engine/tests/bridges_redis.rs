@@ -6,26 +6,12 @@ use backstop_core::broker::{
     BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
 };
 use backstop_core::store::{CountsParams, GetByKeyParams, ListParams};
-use backstop_core::{KindConfig, Status, Store, Target};
-use backstop_engine::{BridgeView, Engine, EngineOptions, EnqueueRequest};
-use backstop_store_sqlite::SqliteStore;
+use backstop_core::{KindConfig, Status, Target};
+use backstop_engine::{Engine, EnqueueRequest};
+mod brokers;
+use brokers::{Running, options, server, store, unique, until};
 use redis::AsyncCommands;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const VAR: &str = "BACKSTOP_TEST_REDIS_URL";
-
-fn url() -> Option<String> {
-    let u = std::env::var(VAR).ok().filter(|u| !u.is_empty());
-    if u.is_none() {
-        eprintln!("skipped: {VAR} is not set");
-    }
-    u
-}
-
-fn unique(what: &str) -> String {
-    format!("backstop-test:{}:{what}", uuid::Uuid::now_v7().simple())
-}
 
 async fn redis(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
@@ -48,52 +34,17 @@ fn bridge(url: &str, source: BridgeSource, key: &str) -> BridgeConfig {
     }
 }
 
-fn options() -> EngineOptions {
-    EngineOptions {
-        poll_interval: Duration::from_millis(20),
-        bridge_beat: Duration::from_millis(100),
-        ..Default::default()
-    }
-}
-
-async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    let path = dir.path().join("t.db").display().to_string();
-    Arc::new(SqliteStore::open(&path).await.unwrap())
-}
-
-async fn run_until<F: Fn(&[BridgeView]) -> bool>(engine: &Engine, what: &str, f: F) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f(&engine.bridges()) {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {:?}",
-            engine.bridges()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Runs the engine until `body` returns.
-async fn with_engine<F: std::future::Future<Output = ()>>(engine: &Engine, body: F) {
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let e = engine.clone();
-    let run = tokio::spawn(async move {
-        e.run(async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    body.await;
-    let _ = stop.send(());
-    run.await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reliable_list_becomes_tasks_and_leaves_its_processing_list_empty() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_REDIS_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
-    let (list, processing) = (unique("sms"), unique("processing"));
+    let (list, processing) = (
+        unique("backstop-test:sms"),
+        unique("backstop-test:processing"),
+    );
     let mut r = redis(&url).await;
     // What a crashed consumer left in the processing list is taken first.
     let _: () = r.lpush(&processing, r#"{"order_id":"P-0"}"#).await.unwrap();
@@ -117,8 +68,9 @@ async fn a_reliable_list_becomes_tasks_and_leaves_its_processing_list_empty() {
         .options(options())
         .build()
         .unwrap();
-    with_engine(&engine, async {
-        run_until(&engine, "202 settled", |v| {
+    let run = Running::start(&engine);
+    {
+        until(&engine, "202 settled", |v| {
             v[0].inserted + v[0].rejected == 202
         })
         .await;
@@ -127,8 +79,8 @@ async fn a_reliable_list_becomes_tasks_and_leaves_its_processing_list_empty() {
             (v.received, v.inserted, v.rejected, v.in_flight),
             (202, 201, 1, 0)
         );
-    })
-    .await;
+    }
+    run.stop().await;
     let c = store
         .counts(CountsParams {
             kind: Some("sms.send".into()),
@@ -154,10 +106,12 @@ async fn a_reliable_list_becomes_tasks_and_leaves_its_processing_list_empty() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_read_by_a_group_becomes_tasks_keyed_by_a_field_and_is_acked() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_REDIS_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
-    let stream = unique("orders");
+    let stream = unique("backstop-test:orders");
     let mut r = redis(&url).await;
     for i in 0..100 {
         let _: String = r
@@ -187,10 +141,11 @@ async fn a_stream_read_by_a_group_becomes_tasks_keyed_by_a_field_and_is_acked() 
         .options(options())
         .build()
         .unwrap();
-    with_engine(&engine, async {
-        run_until(&engine, "100 inserted", |v| v[0].inserted == 100).await;
-    })
-    .await;
+    let run = Running::start(&engine);
+    {
+        until(&engine, "100 inserted", |v| v[0].inserted == 100).await;
+    }
+    run.stop().await;
     let t = store
         .get_by_key(GetByKeyParams {
             kind: "sms.send".into(),
@@ -208,10 +163,16 @@ async fn a_stream_read_by_a_group_becomes_tasks_keyed_by_a_field_and_is_acked() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_of_redis_kinds_are_pushed_to_a_list_and_added_to_a_stream() {
-    let Some(url) = url() else { return };
+    let Some(url) = server("BACKSTOP_TEST_REDIS_URL") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
-    let (list, stream, wrong) = (unique("out-list"), unique("out-stream"), unique("wrong"));
+    let (list, stream, wrong) = (
+        unique("backstop-test:out-list"),
+        unique("backstop-test:out-stream"),
+        unique("backstop-test:wrong"),
+    );
     let mut r = redis(&url).await;
     let _: () = r.set(&wrong, "a string, not a list").await.unwrap();
     let to = |d: Destination| {
@@ -240,7 +201,8 @@ async fn tasks_of_redis_kinds_are_pushed_to_a_list_and_added_to_a_stream() {
         .options(options())
         .build()
         .unwrap();
-    with_engine(&engine, async {
+    let run = Running::start(&engine);
+    {
         let mut ids = Vec::new();
         for kind in ["to.list", "to.stream", "to.wrong"] {
             for i in 0..20 {
@@ -301,7 +263,7 @@ async fn tasks_of_redis_kinds_are_pushed_to_a_list_and_added_to_a_stream() {
                 .unwrap_or_default()
                 .contains("WRONGTYPE")
         );
-    })
-    .await;
+    }
+    run.stop().await;
     let _: () = r.del(&[&list, &stream, &wrong]).await.unwrap();
 }

@@ -11,8 +11,9 @@ use backstop_core::broker::{
 };
 use backstop_core::store::CountsParams;
 use backstop_core::{KindConfig, RetryPolicy, Store, Target};
-use backstop_engine::{Engine, EngineOptions, EnqueueRequest};
-use backstop_store_sqlite::SqliteStore;
+use backstop_engine::{Engine, EnqueueRequest};
+mod brokers;
+use brokers::{Running, options, server, store, unique, wait};
 use lapin::options::{
     BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
     QueueDeleteOptions,
@@ -22,37 +23,9 @@ use lapin::{BasicProperties, Connection, ConnectionProperties};
 use redis::AsyncCommands;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn var(name: &str) -> Option<String> {
-    let u = std::env::var(name).ok().filter(|u| !u.is_empty());
-    if u.is_none() {
-        eprintln!("skipped: {name} is not set");
-    }
-    u
-}
-
-fn unique(what: &str) -> String {
-    format!(
-        "backstop.test.restart.{what}.{}",
-        uuid::Uuid::now_v7().simple()
-    )
-}
-
-async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    let path = dir.path().join("t.db").display().to_string();
-    Arc::new(SqliteStore::open(&path).await.unwrap())
-}
-
-fn options() -> EngineOptions {
-    EngineOptions {
-        poll_interval: Duration::from_millis(20),
-        bridge_beat: Duration::from_millis(100),
-        ..Default::default()
-    }
-}
 
 /// A kind whose publishes are retried quickly, so the test does not wait for long backoffs.
 fn target_kind(name: &str, target: Target) -> KindConfig {
@@ -61,14 +34,6 @@ fn target_kind(name: &str, target: Target) -> KindConfig {
     k.retry = RetryPolicy::Schedule(vec![Duration::from_millis(200)]);
     k.timeout = Duration::from_secs(3);
     k
-}
-
-async fn wait(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn counts(store: &Arc<dyn Store>, kind: &str) -> backstop_core::store::StatusCounts {
@@ -125,13 +90,16 @@ async fn publish_until_confirmed(url: &str, queue: &str, bodies: Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rabbitmq_restart_mid_stream_stalls_the_bridge_and_the_target_only_while_it_lasts() {
-    let Some(url) = var("BACKSTOP_TEST_AMQP_URL") else {
+    let Some(url) = server("BACKSTOP_TEST_AMQP_URL") else {
         return;
     };
     let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
-    let (inbox, outbox) = (unique("in"), unique("out"));
+    let (inbox, outbox) = (
+        unique("backstop.test.restart.in"),
+        unique("backstop.test.restart.out"),
+    );
     let c = Connection::connect(&url, ConnectionProperties::default())
         .await
         .unwrap();
@@ -178,14 +146,7 @@ async fn a_rabbitmq_restart_mid_stream_stalls_the_bridge_and_the_target_only_whi
         .options(options())
         .build()
         .unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let e = engine.clone();
-    let run = tokio::spawn(async move {
-        e.run(async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let run = Running::start(&engine);
 
     let bodies: Vec<String> = (0..1500)
         .map(|i| format!(r#"{{"order_id":"R-{i}"}}"#))
@@ -243,8 +204,7 @@ async fn a_rabbitmq_restart_mid_stream_stalls_the_bridge_and_the_target_only_whi
     let v = engine.bridges()[0].clone();
     assert!(v.connected && v.reconnects >= 1, "{v:?}");
     assert!(v.balanced, "{v:?}");
-    let _ = stop.send(());
-    run.await.unwrap();
+    run.stop().await;
     let c = Connection::connect(&url, ConnectionProperties::default())
         .await
         .unwrap();
@@ -281,13 +241,17 @@ async fn a_rabbitmq_restart_mid_stream_stalls_the_bridge_and_the_target_only_whi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_redis_connections_mid_stream_stall_the_bridge_and_the_target_only_briefly() {
-    let Some(url) = var("BACKSTOP_TEST_REDIS_URL") else {
+    let Some(url) = server("BACKSTOP_TEST_REDIS_URL") else {
         return;
     };
     let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir).await;
-    let (list, processing, out) = (unique("list"), unique("processing"), unique("out"));
+    let (list, processing, out) = (
+        unique("backstop.test.restart.list"),
+        unique("backstop.test.restart.processing"),
+        unique("backstop.test.restart.out"),
+    );
     let engine = Engine::builder(store.clone())
         .kind(KindConfig::new("sms.send", Target::Pull))
         .kind(target_kind(
@@ -315,14 +279,7 @@ async fn killed_redis_connections_mid_stream_stall_the_bridge_and_the_target_onl
         .options(options())
         .build()
         .unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let e = engine.clone();
-    let run = tokio::spawn(async move {
-        e.run(async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let run = Running::start(&engine);
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut ids = Vec::new();
     for i in 0..1000 {
@@ -381,8 +338,7 @@ async fn killed_redis_connections_mid_stream_stall_the_bridge_and_the_target_onl
     .await;
     let v = engine.bridges()[0].clone();
     assert!(v.connected && v.reconnects >= 1 && v.balanced, "{v:?}");
-    let _ = stop.send(());
-    run.await.unwrap();
+    run.stop().await;
     let entries: redis::streams::StreamRangeReply = r.xrange_all(&out).await.unwrap();
     let seen: HashSet<String> = entries
         .ids

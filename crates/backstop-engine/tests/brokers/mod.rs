@@ -1,0 +1,91 @@
+//! What the broker suites share: the test server from an environment variable (or a visible
+//! `skipped:` line), names no other run uses, a fresh SQLite ledger, quick engine options, an
+//! engine run in the background, and waiting for a bridge to reach a state.
+
+#![allow(dead_code)] // Each test file uses its own part.
+
+use backstop_core::Store;
+use backstop_engine::{BridgeView, Engine, EngineOptions};
+use backstop_store_sqlite::SqliteStore;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The URL in `var`, or `None` after saying `skipped:` on stderr.
+pub fn server(var: &str) -> Option<String> {
+    let u = std::env::var(var).ok().filter(|u| !u.is_empty());
+    if u.is_none() {
+        eprintln!("skipped: {var} is not set");
+    }
+    u
+}
+
+/// A queue, list or stream name no other test or run uses.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}.{}", uuid::Uuid::now_v7().simple())
+}
+
+/// A fresh SQLite ledger in `dir`.
+pub async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    let path = dir.path().join("t.db").display().to_string();
+    Arc::new(SqliteStore::open(&path).await.unwrap())
+}
+
+/// Quick polls and beats, so tests see changes at once.
+pub fn options() -> EngineOptions {
+    EngineOptions {
+        poll_interval: Duration::from_millis(20),
+        bridge_beat: Duration::from_millis(100),
+        ..Default::default()
+    }
+}
+
+/// An engine running in the background until [`Running::stop`].
+pub struct Running(
+    Option<tokio::sync::oneshot::Sender<()>>,
+    tokio::task::JoinHandle<()>,
+);
+
+impl Running {
+    pub fn start(engine: &Engine) -> Running {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let e = engine.clone();
+        let run = tokio::spawn(async move {
+            e.run(async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        Running(Some(stop), run)
+    }
+
+    /// Stops the engine and waits until it has.
+    pub async fn stop(mut self) {
+        let _ = self.0.take().unwrap().send(());
+        let _ = (&mut self.1).await;
+    }
+}
+
+/// Waits (20 s at most) until the engine's bridges satisfy `f`; returns the first bridge.
+pub async fn until<F: Fn(&[BridgeView]) -> bool>(engine: &Engine, what: &str, f: F) -> BridgeView {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let views = engine.bridges();
+        if f(&views) {
+            return views[0].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {views:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (`limit` at most) until `done` says so.
+pub async fn wait(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
