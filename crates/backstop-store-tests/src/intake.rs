@@ -37,7 +37,10 @@ async fn enqueue_at(store: &dyn Store, tasks: Vec<NewTask>, secs: i64) -> Vec<En
 }
 
 async fn timeline(store: &dyn Store, id: TaskId) -> Vec<backstop_core::Event> {
-    store.timeline(TimelineParams { id }).await.expect("timeline")
+    store
+        .timeline(TimelineParams { id })
+        .await
+        .expect("timeline")
 }
 
 async fn get(store: &dyn Store, id: TaskId) -> backstop_core::Task {
@@ -81,7 +84,11 @@ pub async fn a_failed_intake_is_a_dead_letter_at_once(store: S) {
     let counts = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!((counts.failed, counts.total()), (1, 1));
     // Never claimed, even long past run_at.
-    assert!(claim(&*store, "backstop.rejected.orders", "w1", 10, at(3600)).await.is_empty());
+    assert!(
+        claim(&*store, "backstop.rejected.orders", "w1", 10, at(3600))
+            .await
+            .is_empty()
+    );
     // The timeline is its creation alone, with the origin; the audit finds it clean.
     let tl = timeline(&*store, id).await;
     assert_eq!(tl.len(), 1, "{tl:?}");
@@ -99,7 +106,12 @@ pub async fn a_failed_intake_is_a_dead_letter_at_once(store: S) {
     assert_eq!(page[0].0, got);
     assert_eq!(page[0].1, tl, "the audit reads the same timeline");
     // A repeat is the existing task, whatever its intake; another payload conflicts.
-    let again = dead("backstop.rejected.orders", "m-1", "not json at all", "other");
+    let again = dead(
+        "backstop.rejected.orders",
+        "m-1",
+        "not json at all",
+        "other",
+    );
     let plain = task("backstop.rejected.orders", "m-1", "not json at all");
     let other = dead("backstop.rejected.orders", "m-1", "other bytes", reason);
     assert_eq!(
@@ -239,7 +251,10 @@ pub async fn a_repeat_with_an_origin_is_a_redelivered_event(store: S) {
         [EnqueueResult::Conflict(id)]
     );
     let tl = timeline(&*store, id).await;
-    let seen: Vec<_> = tl.iter().map(|e| (e.kind, e.at, e.origin.clone())).collect();
+    let seen: Vec<_> = tl
+        .iter()
+        .map(|e| (e.kind, e.at, e.origin.clone()))
+        .collect();
     assert_eq!(
         seen,
         [
@@ -250,7 +265,10 @@ pub async fn a_repeat_with_an_origin_is_a_redelivered_event(store: S) {
     );
     // The task itself is as it was: pending, claimable once.
     let t = get(&*store, id).await;
-    assert_eq!((t.status, t.attempts, t.updated_at), (Status::Pending, 0, t0()));
+    assert_eq!(
+        (t.status, t.attempts, t.updated_at),
+        (Status::Pending, 0, t0())
+    );
     assert_eq!(audit(&t, &tl), []);
     assert_eq!(claim(&*store, "k", "w1", 10, at(9)).await.len(), 1);
 }

@@ -416,7 +416,10 @@ pub async fn an_inserted_task_has_no_origin_and_takes_redeliveries(store: S, app
     let t = by_key(&store, KIND, "origin-1").await.expect("the task");
     let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
     assert_eq!(tl.len(), 1, "{tl:?}");
-    assert_eq!((tl[0].kind, tl[0].origin.as_ref()), (EventType::Created, None));
+    assert_eq!(
+        (tl[0].kind, tl[0].origin.as_ref()),
+        (EventType::Created, None)
+    );
     let origin = r#"{"broker":"amqp","queue":"outbox.in","delivery_count":2}"#;
     let now = Timestamp::now();
     let again = store
@@ -440,7 +443,11 @@ pub async fn an_inserted_task_has_no_origin_and_takes_redeliveries(store: S, app
     assert_eq!(again, vec![EnqueueResult::Existing(t.id)]);
     let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
     let kinds: Vec<EventType> = tl.iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [EventType::Created, EventType::Redelivered], "{tl:?}");
+    assert_eq!(
+        kinds,
+        [EventType::Created, EventType::Redelivered],
+        "{tl:?}"
+    );
     assert_eq!(tl[0].origin, None);
     assert_eq!(
         tl[1].origin,
