@@ -144,3 +144,26 @@ fn a_timeline_without_creation_is_drift() {
         [DriftRule::MissingCreation]
     );
 }
+
+#[test]
+fn a_task_taken_in_as_a_dead_letter_audits_clean() {
+    // Intake::Failed: failed at once with its reason, no attempt, maybe redelivered since.
+    let mut dead = task(Status::Failed, 0);
+    dead.reason = Some("payload is not JSON".into());
+    dead.last_error = dead.reason.clone();
+    let origin = serde_json::json!({"queue": "orders"});
+    let tl = [
+        Event {
+            origin: Some(origin.clone()),
+            ..Event::new(EventType::Created, at())
+        },
+        Event {
+            origin: Some(origin),
+            ..Event::new(EventType::Redelivered, at())
+        },
+    ];
+    assert_eq!(rules(&dead, &tl), []);
+    // Without its reason it would be a failure nobody can explain.
+    dead.reason = None;
+    assert_eq!(rules(&dead, &tl), [DriftRule::FailedWithoutCause]);
+}

@@ -118,4 +118,28 @@ impl Event {
             origin: None,
         }
     }
+
+    /// An `origin` as a store reads it back from its stored text: the JSON value the text
+    /// holds or, when the text is not JSON (a row written by hand, say), that text as a JSON
+    /// string, so that one bad row never makes a timeline unreadable.
+    pub fn origin_from_text(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_origin_is_read_as_json_or_else_as_its_text() {
+        assert_eq!(
+            Event::origin_from_text(r#"{"queue":"orders","delivery_count":2}"#),
+            serde_json::json!({"queue": "orders", "delivery_count": 2})
+        );
+        assert_eq!(
+            Event::origin_from_text("not json {"),
+            serde_json::Value::String("not json {".into())
+        );
+    }
 }

@@ -174,3 +174,13 @@ pub enum Intake {
         reason: String,
     },
 }
+
+impl Intake {
+    /// The dead letter's reason (`Failed`), or `None` for a task to run.
+    pub fn failed_reason(&self) -> Option<&str> {
+        match self {
+            Intake::Run => None,
+            Intake::Failed { reason } => Some(reason),
+        }
+    }
+}

@@ -79,7 +79,7 @@ async fn backlog(db: &Db, p: &BacklogParams) -> Result<Vec<KindBacklog>, StoreEr
 async fn audit_page(db: &Db, p: &AuditParams) -> Result<AuditPage, StoreError> {
     let after = p.after.as_ref().map(|a| id_bytes(a).to_vec());
     let sql = format!(
-        "SELECT {TASK_COLUMNS}, att_started_at, att_ended_at, att_outcome, att_error, \
+        "SELECT {TASK_COLUMNS}, origin, att_started_at, att_ended_at, att_outcome, att_error, \
          att_http_status, att_worker FROM {{tasks}} WHERE ? IS NULL OR id > ? ORDER BY id LIMIT ?"
     );
     // One consistent snapshot for the page and its events: a claim or completion committing
@@ -107,7 +107,7 @@ async fn audit_page(db: &Db, p: &AuditParams) -> Result<AuditPage, StoreError> {
     // The page's events in one round trip.
     let mut qb: QueryBuilder<MySql> = QueryBuilder::new(db.tables.sql(
         "SELECT task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker, \
-         actor, reason FROM {events} WHERE task_id IN (",
+         actor, reason, origin FROM {events} WHERE task_id IN (",
     ));
     let mut ids = qb.separated(", ");
     for r in &rows {

@@ -14,14 +14,14 @@
 
 use crate::Db;
 use crate::MysqlStore;
-use crate::row::{col, id_bytes, parse_id, text, to_ms};
+use crate::row::{col, id_bytes, parse_id, status_code, text, to_ms};
 use crate::shapes::{chunks, padded_lists, repeat};
 use crate::tx::{Fail, Retry, db_err, transaction, worth_another_try};
 use backstop_core::group_commit;
 use backstop_core::idempotency::same_payload;
 use backstop_core::store::{BoxFuture, Enqueue};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
-use backstop_core::{NewTask, StoreError, TaskId};
+use backstop_core::{NewTask, Status, StoreError, TaskId};
 use jiff::Timestamp;
 use sqlx::MySqlConnection;
 use std::borrow::Cow;
@@ -34,9 +34,16 @@ const SHAPES: &[usize] = &[128, 32, 8, 2, 1];
 /// `max_allowed_packet` (16 MiB on MariaDB, 64 MiB on MySQL by default).
 const MAX_STATEMENT_BYTES: usize = 4 << 20;
 
+/// A task with a reason is a dead letter from the start (`Intake::Failed`): `failed`, with the
+/// reason as its last error too.
 const INSERT: &str = "INSERT INTO {tasks} (id, kind, `key`, payload, max_attempts, run_at, \
-                      expires_at, traceparent, created_at, updated_at) VALUES ";
-const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                      expires_at, traceparent, status, reason, last_error, origin, created_at, \
+                      updated_at) VALUES ";
+const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// One `redelivered` event: a repeat with an origin (a broker's redelivery).
+const REDELIVERED: &str = "INSERT INTO {events} (task_id, type, at, origin) VALUES ";
+const EVENT_ROW: &str = "(?, 'redelivered', ?, ?)";
 
 const EXISTING: &str = "SELECT id, kind, `key`, payload FROM {tasks} WHERE ";
 const PAIR: &str = "(kind = ? AND `key` = ?)";
@@ -140,12 +147,16 @@ async fn enqueue_once<'a>(
     let mut known = existing(db, conn, rows).await?;
     let mut results = Vec::with_capacity(rows.len());
     let mut new = Vec::new();
+    let mut redelivered = Vec::new();
     for row in rows {
         let t = row.task;
         let pair = (t.kind.clone(), t.key.clone());
         results.push(match known.get(&pair) {
             Some((id, _)) if *id == t.id => EnqueueResult::Created(*id),
             Some((id, payload)) if same_payload(payload, &t.payload) => {
+                if let Some(origin) = &t.origin {
+                    redelivered.push((*id, row.created_at, origin.as_str()));
+                }
                 EnqueueResult::Existing(*id)
             }
             Some((id, _)) => EnqueueResult::Conflict(*id),
@@ -157,7 +168,26 @@ async fn enqueue_once<'a>(
         });
     }
     insert(db, conn, &new).await?;
+    redeliver(db, conn, &redelivered).await?;
     Ok(results)
+}
+
+/// Appends the `redelivered` events (task, at, origin), in order, in the enqueue's
+/// transaction.
+async fn redeliver(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    events: &[(TaskId, i64, &str)],
+) -> Result<(), Fail> {
+    for chunk in chunks(events, SHAPES) {
+        let sql = format!("{REDELIVERED}{}", repeat(EVENT_ROW, ", ", chunk.len()));
+        let mut q = sqlx::query(db.tables.q(&sql));
+        for (id, at, origin) in chunk {
+            q = q.bind(id_bytes(id)).bind(*at).bind(*origin);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// The rows that already hold the batch's `(kind, key)` pairs.
@@ -211,6 +241,14 @@ async fn insert(db: &Db, conn: &mut MySqlConnection, new: &[Row<'_>]) -> Result<
                     .bind(to_ms(t.run_at))
                     .bind(t.expires_at.map(to_ms))
                     .bind(t.traceparent.as_deref())
+                    .bind(status_code(if t.intake.failed_reason().is_some() {
+                        Status::Failed
+                    } else {
+                        Status::Pending
+                    }))
+                    .bind(t.intake.failed_reason())
+                    .bind(t.intake.failed_reason())
+                    .bind(t.origin.as_deref())
                     .bind(created_at)
                     .bind(created_at);
             }

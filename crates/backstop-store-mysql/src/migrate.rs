@@ -5,11 +5,12 @@
 //! instead every process takes a server-wide named lock (`GET_LOCK`) for this database and
 //! prefix first, so that several processes starting at once apply each migration exactly
 //! once; the others wait and then find nothing left to do. Each statement is written to be
-//! repeatable (`IF NOT EXISTS`, or `MODIFY COLUMN` restating a whole column), so a migration
-//! interrupted half way is finished by the next run.
+//! repeatable (`IF NOT EXISTS`, `MODIFY COLUMN` restating a whole column, or an `ADD COLUMN`
+//! of one column whose "duplicate column" error says it is done), so a migration interrupted
+//! half way is finished by the next run.
 
 use crate::row::to_ms;
-use crate::tx::db_err;
+use crate::tx::{db_err, error_number};
 use crate::{Db, MysqlStore};
 use backstop_core::StoreError;
 use backstop_core::store::Cause;
@@ -48,7 +49,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "callbacks",
         include_str!("../migrations/0007_callbacks.sql"),
     ),
+    (8, "intake", include_str!("../migrations/0008_intake.sql")),
 ];
+
+/// ER_DUP_FIELDNAME: the column an `ADD COLUMN` adds is there already.
+const DUPLICATE_COLUMN: u16 = 1060;
 
 /// How long a process waits for another one's migration before giving up.
 const LOCK_WAIT_SECS: i64 = 120;
@@ -117,15 +122,20 @@ async fn apply(db: &Db, conn: &mut MySqlConnection) -> Result<(), StoreError> {
     }
     for (version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
         for statement in statements(sql) {
-            sqlx::raw_sql(t.q(statement))
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| {
-                    StoreError::Open(Cause::with_context(
+            match sqlx::raw_sql(t.q(statement)).execute(&mut *conn).await {
+                Ok(_) => {}
+                // A statement adds one column at most: run again after an interruption, it
+                // finds that column already added.
+                Err(e)
+                    if statement.contains("ADD COLUMN")
+                        && error_number(&e) == Some(DUPLICATE_COLUMN) => {}
+                Err(e) => {
+                    return Err(StoreError::Open(Cause::with_context(
                         format_args!("migration {version} ({name})"),
                         e,
-                    ))
-                })?;
+                    )));
+                }
+            }
         }
         sqlx::query(t.q("INSERT INTO {schema} (version, name, applied_at) VALUES (?, ?, ?)"))
             .bind(version)
@@ -172,9 +182,12 @@ mod tests {
             assert!(!parts.is_empty(), "migration {version}");
             for p in parts {
                 assert!(!p.contains(';'), "a ';' inside a statement: {p}");
-                // MODIFY COLUMN restates a column whole: the same again changes nothing.
+                // MODIFY COLUMN restates a column whole: the same again changes nothing. An
+                // ADD COLUMN of one column fails with 1060 when run again, taken as done.
                 assert!(
-                    p.contains("IF NOT EXISTS") || p.contains("MODIFY COLUMN"),
+                    p.contains("IF NOT EXISTS")
+                        || p.contains("MODIFY COLUMN")
+                        || p.matches("ADD COLUMN").count() == 1,
                     "not repeatable: {p}"
                 );
             }

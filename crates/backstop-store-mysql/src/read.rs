@@ -191,8 +191,8 @@ pub(crate) async fn counts(db: &Db, kind: Option<&str>) -> Result<StatusCounts, 
 pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreError> {
     let id_blob = id_bytes(&id);
     let Some(t) = sqlx::query(db.tables.q(
-        "SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
-                att_http_status, att_worker
+        "SELECT created_at, origin, attempts, att_started_at, att_ended_at, att_outcome,
+                att_error, att_http_status, att_worker
          FROM {tasks} WHERE id = ?",
     ))
     .bind(id_blob)
@@ -203,7 +203,8 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
         return Err(StoreError::NotFound(id));
     };
     let rows = sqlx::query(db.tables.q(
-        "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+        "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason,
+                origin
          FROM {events} WHERE task_id = ? ORDER BY seq",
     ))
     .bind(id_blob)
@@ -214,14 +215,13 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
     assemble(&t, events)
 }
 
-/// A whole timeline from a task row holding `created_at`, `attempts` and the `att_*` columns,
-/// and the task's rows of the events table in order.
+/// A whole timeline from a task row holding `created_at`, `origin`, `attempts` and the
+/// `att_*` columns, and the task's rows of the events table in order.
 pub(crate) fn assemble(t: &MySqlRow, table: Vec<Event>) -> Result<Vec<Event>, StoreError> {
     let mut events = Vec::with_capacity(table.len() + 2);
-    events.push(Event::new(
-        EventType::Created,
-        from_ms(col(t, "created_at")?),
-    ));
+    let mut created = Event::new(EventType::Created, from_ms(col(t, "created_at")?));
+    created.origin = origin(t)?;
+    events.push(created);
     events.extend(table);
     // The latest attempt lives on the task row: finished (outcome set) or in progress.
     if let Some(started) = col::<Option<i64>, _>(t, "att_started_at")? {
@@ -256,5 +256,13 @@ pub(crate) fn event(r: &MySqlRow) -> Result<Event, StoreError> {
     e.worker = col(r, "worker")?;
     e.actor = col(r, "actor")?;
     e.reason = col(r, "reason")?;
+    e.origin = origin(r)?;
     Ok(e)
+}
+
+/// A row's `origin` column as an event shows it (`None` when NULL).
+fn origin(r: &MySqlRow) -> Result<Option<serde_json::Value>, StoreError> {
+    Ok(col::<Option<String>, _>(r, "origin")?
+        .as_deref()
+        .map(Event::origin_from_text))
 }

@@ -269,3 +269,40 @@ async fn an_injected_drift_is_found() {
     })
     .await;
 }
+
+/// Migration 8 adds columns with plain `ADD COLUMN` (MySQL 8 has no `IF NOT EXISTS` for it):
+/// interrupted after its first statement, the next run takes the column already there as done
+/// and adds the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_intake_migration_is_finished_by_the_next_run() {
+    if common::skip() {
+        return;
+    }
+    let guard = PrefixGuard::new();
+    let store = guard.store().await;
+    let url = MysqlOptions::from_url(&guard.url).unwrap().url;
+    let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let p = &guard.prefix;
+    // As a run that stopped after adding tasks.origin left it.
+    for sql in [
+        format!("ALTER TABLE {p}events DROP COLUMN origin"),
+        format!("DELETE FROM {p}schema WHERE version = 8"),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    pool.close().await;
+    store.migrate().await.expect("the migration finishes");
+    let mut t = task("k", "o", b"{}");
+    t.origin = Some(r#"{"queue":"q"}"#.into());
+    let id = t.id;
+    assert_eq!(put(&store, t.clone()).await, EnqueueResult::Created(id));
+    t.id = TaskId::new();
+    assert_eq!(put(&store, t).await, EnqueueResult::Existing(id));
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
+    let kinds: Vec<EventType> = tl.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventType::Created, EventType::Redelivered]);
+    assert_eq!(tl[1].origin, Some(serde_json::json!({"queue": "q"})));
+}

@@ -28,13 +28,14 @@ WHERE status = 'pending' AND kind = $1 AND run_at < $2 ORDER BY run_at LIMIT $3"
 const PAGE: &str = concat!(
     "SELECT ",
     task_columns!(),
-    ", att_started_at, att_ended_at, att_outcome, att_error, att_http_status, att_worker",
+    ", origin, att_started_at, att_ended_at, att_outcome, att_error, att_http_status, att_worker",
     " FROM {schema}.tasks WHERE $1::uuid IS NULL OR id > $1 ORDER BY id LIMIT $2"
 );
 
 /// The events of a page's tasks, in one round trip.
 const PAGE_EVENTS: &str = "
-SELECT task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+SELECT task_id, type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason,
+       origin
 FROM {schema}.events WHERE task_id = ANY($1) ORDER BY task_id, seq";
 
 impl Backlog for PostgresStore {

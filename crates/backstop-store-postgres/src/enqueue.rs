@@ -4,6 +4,10 @@
 //! idempotent repeat from a conflict; those rows never change, so the lookup needs no
 //! transaction of its own.
 //!
+//! A batch in which some task carries an origin (a broker bridge's) is written in a
+//! transaction instead: each repeat of it with the same payload appends a `redelivered` event
+//! carrying its origin, and that event commits with the enqueue or not at all.
+//!
 //! The [`Enqueue`] impl is here, next to its SQL.
 
 use crate::PostgresStore;
@@ -14,21 +18,24 @@ use backstop_core::store::{BoxFuture, Enqueue};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, StoreError, TaskId};
 use jiff::Timestamp;
-use sqlx::Row;
 use sqlx::postgres::PgBindIterExt;
+use sqlx::{PgConnection, Row};
 use std::collections::HashSet;
 
 /// Inserts in the order given (the first of two same `(kind, key)` in a batch wins), skipping
-/// taken pairs; returns the ids it created.
+/// taken pairs; returns the ids it created. A task with a reason is a dead letter from the
+/// start (`Intake::Failed`): `failed`, with the reason as its last error too.
 const INSERT: &str = "
 INSERT INTO {schema}.tasks
-    (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, created_at, updated_at)
+    (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, status, reason,
+     last_error, origin, created_at, updated_at)
 SELECT n.id, n.kind, n.key, n.payload, n.max_attempts, n.run_at, n.expires_at, n.traceparent,
-       n.created_at, n.created_at
+       CASE WHEN n.reason IS NULL THEN 'pending' ELSE 'failed' END, n.reason, n.reason,
+       n.origin, n.created_at, n.created_at
 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::timestamptz[],
-            $7::timestamptz[], $8::text[], $9::timestamptz[])
+            $7::timestamptz[], $8::text[], $9::timestamptz[], $10::text[], $11::text[])
      WITH ORDINALITY AS n(id, kind, key, payload, max_attempts, run_at, expires_at, traceparent,
-                          created_at, ord)
+                          created_at, reason, origin, ord)
 ORDER BY n.ord
 ON CONFLICT (kind, key) DO NOTHING
 RETURNING id";
@@ -39,9 +46,34 @@ SELECT n.ord, t.id, t.payload
 FROM UNNEST($1::text[], $2::text[]) WITH ORDINALITY AS n(kind, key, ord)
 JOIN {schema}.tasks AS t ON t.kind = n.kind AND t.key = n.key";
 
+/// One `redelivered` event per repeat with an origin, in the batch's order.
+const REDELIVERED: &str = "
+INSERT INTO {schema}.events (task_id, type, at, origin)
+SELECT n.task_id, 'redelivered', n.at, n.origin
+FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS n(task_id, at, origin, ord)
+ORDER BY n.ord";
+
 /// Two batches inserting the same new keys in opposite orders can deadlock on the unique
 /// index; PostgreSQL then aborts one, which wrote nothing and is simply run again.
 const DEADLOCK_RETRIES: usize = 5;
+
+/// Why a write stopped: a database error (a deadlock is worth another try) or an answer.
+enum Fail {
+    Sql(sqlx::Error),
+    Store(StoreError),
+}
+
+impl From<sqlx::Error> for Fail {
+    fn from(e: sqlx::Error) -> Self {
+        Fail::Sql(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Store(e)
+    }
+}
 
 /// Small batches join the group commit (concurrent callers share one statement); an empty
 /// or large one is written on its own.
@@ -71,7 +103,96 @@ pub(crate) async fn enqueue_rows(
     if tasks.is_empty() {
         return Ok(Vec::new());
     }
-    let created = insert(db, tasks, created_at).await?;
+    let redeliveries = tasks.iter().any(|t| t.origin.is_some());
+    let mut tries = 0;
+    loop {
+        let result = if redeliveries {
+            in_transaction(db, tasks, created_at).await
+        } else {
+            match db.pool.acquire().await {
+                Ok(mut conn) => write(db, &mut conn, tasks, created_at).await,
+                Err(e) => Err(e.into()),
+            }
+        };
+        match result {
+            Ok(results) => return Ok(results),
+            Err(Fail::Sql(e)) if tries < DEADLOCK_RETRIES && crate::is_deadlock(&e) => {
+                tries += 1;
+                tracing::debug!(tries, "enqueue deadlocked with another batch; again");
+            }
+            Err(Fail::Sql(e)) => return Err(db_err(e)),
+            Err(Fail::Store(e)) => return Err(e),
+        }
+    }
+}
+
+/// The tasks and the `redelivered` events of their repeats, in one transaction. The lookup
+/// after the insert sees every row the insert skipped: the insert waited for any concurrent
+/// one of the same key to commit, and each statement of a READ COMMITTED transaction takes a
+/// new snapshot.
+async fn in_transaction(
+    db: &Db,
+    tasks: &[NewTask],
+    created_at: &[Timestamp],
+) -> Result<Vec<EnqueueResult>, Fail> {
+    let mut tx = db.pool.begin().await?;
+    let written = async {
+        let results = write(db, &mut tx, tasks, created_at).await?;
+        redeliver(db, &mut tx, tasks, created_at, &results).await?;
+        Ok::<_, Fail>(results)
+    }
+    .await;
+    match written {
+        Ok(results) => {
+            tx.commit().await?;
+            Ok(results)
+        }
+        Err(e) => {
+            // At once, rather than when the connection is next used: its row locks would
+            // hold up other enqueues of these keys until then.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+/// Appends a `redelivered` event for each task told `Existing` that came with an origin.
+async fn redeliver(
+    db: &Db,
+    conn: &mut PgConnection,
+    tasks: &[NewTask],
+    created_at: &[Timestamp],
+    results: &[EnqueueResult],
+) -> Result<(), Fail> {
+    let events: Vec<(TaskId, Timestamp, &str)> = tasks
+        .iter()
+        .zip(created_at)
+        .zip(results)
+        .filter_map(|((t, at), r)| match (r, &t.origin) {
+            (EnqueueResult::Existing(id), Some(origin)) => Some((*id, *at, origin.as_str())),
+            _ => None,
+        })
+        .collect();
+    if events.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(db.schema.sql(REDELIVERED))
+        .bind(events.iter().map(|e| Id(e.0)).bind_iter())
+        .bind(events.iter().map(|e| Time(e.1)).bind_iter())
+        .bind(events.iter().map(|e| e.2).bind_iter())
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Inserts `tasks` and tells each one's fate.
+async fn write(
+    db: &Db,
+    conn: &mut PgConnection,
+    tasks: &[NewTask],
+    created_at: &[Timestamp],
+) -> Result<Vec<EnqueueResult>, Fail> {
+    let created = insert(db, conn, tasks, created_at).await?;
     let mut results: Vec<Option<EnqueueResult>> = tasks
         .iter()
         .map(|t| {
@@ -87,13 +208,12 @@ pub(crate) async fn enqueue_rows(
         let rows = sqlx::query(db.schema.sql(EXISTING))
             .bind(taken.iter().map(|i| tasks[*i].kind.as_str()).bind_iter())
             .bind(taken.iter().map(|i| tasks[*i].key.as_str()).bind_iter())
-            .fetch_all(&db.pool)
-            .await
-            .map_err(db_err)?;
+            .fetch_all(&mut *conn)
+            .await?;
         for row in &rows {
-            let ord: i64 = row.try_get("ord").map_err(db_err)?;
-            let Id(id) = row.try_get("id").map_err(db_err)?;
-            let payload: &[u8] = row.try_get("payload").map_err(db_err)?;
+            let ord: i64 = row.try_get("ord")?;
+            let Id(id) = row.try_get("id")?;
+            let payload: &[u8] = row.try_get("payload")?;
             let i = usize::try_from(ord - 1)
                 .ok()
                 .and_then(|k| taken.get(k))
@@ -110,7 +230,7 @@ pub(crate) async fn enqueue_rows(
             });
         }
     }
-    results
+    Ok(results
         .into_iter()
         .zip(tasks)
         .map(|(r, t)| {
@@ -120,35 +240,28 @@ pub(crate) async fn enqueue_rows(
                 )
             })
         })
-        .collect()
+        .collect::<Result<_, _>>()?)
 }
 
 async fn insert(
     db: &Db,
+    conn: &mut PgConnection,
     t: &[NewTask],
     created_at: &[Timestamp],
-) -> Result<HashSet<TaskId>, StoreError> {
-    let mut tries = 0;
-    loop {
-        let res = sqlx::query_scalar::<_, Id>(db.schema.sql(INSERT))
-            .bind(t.iter().map(|t| Id(t.id)).bind_iter())
-            .bind(t.iter().map(|t| t.kind.as_str()).bind_iter())
-            .bind(t.iter().map(|t| t.key.as_str()).bind_iter())
-            .bind(t.iter().map(|t| t.payload.as_slice()).bind_iter())
-            .bind(t.iter().map(|t| i64::from(t.max_attempts)).bind_iter())
-            .bind(t.iter().map(|t| Time(t.run_at)).bind_iter())
-            .bind(t.iter().map(|t| t.expires_at.map(Time)).bind_iter())
-            .bind(t.iter().map(|t| t.traceparent.as_deref()).bind_iter())
-            .bind(created_at.iter().map(|at| Time(*at)).bind_iter())
-            .fetch_all(&db.pool)
-            .await;
-        match res {
-            Ok(ids) => return Ok(ids.into_iter().map(|Id(id)| id).collect()),
-            Err(e) if tries < DEADLOCK_RETRIES && crate::is_deadlock(&e) => {
-                tries += 1;
-                tracing::debug!(tries, "enqueue deadlocked with another batch; again");
-            }
-            Err(e) => return Err(db_err(e)),
-        }
-    }
+) -> Result<HashSet<TaskId>, sqlx::Error> {
+    let ids = sqlx::query_scalar::<_, Id>(db.schema.sql(INSERT))
+        .bind(t.iter().map(|t| Id(t.id)).bind_iter())
+        .bind(t.iter().map(|t| t.kind.as_str()).bind_iter())
+        .bind(t.iter().map(|t| t.key.as_str()).bind_iter())
+        .bind(t.iter().map(|t| t.payload.as_slice()).bind_iter())
+        .bind(t.iter().map(|t| i64::from(t.max_attempts)).bind_iter())
+        .bind(t.iter().map(|t| Time(t.run_at)).bind_iter())
+        .bind(t.iter().map(|t| t.expires_at.map(Time)).bind_iter())
+        .bind(t.iter().map(|t| t.traceparent.as_deref()).bind_iter())
+        .bind(created_at.iter().map(|at| Time(*at)).bind_iter())
+        .bind(t.iter().map(|t| t.intake.failed_reason()).bind_iter())
+        .bind(t.iter().map(|t| t.origin.as_deref()).bind_iter())
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(ids.into_iter().map(|Id(id)| id).collect())
 }

@@ -39,6 +39,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "callbacks",
         include_str!("../migrations/0008_callbacks.sql"),
     ),
+    (9, "intake", include_str!("../migrations/0009_intake.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

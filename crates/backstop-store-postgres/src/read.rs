@@ -33,12 +33,13 @@ const COUNTS_KIND: &str =
 
 /// The task row's part of the timeline: its creation and its latest attempt.
 const TIMELINE_TASK: &str = "
-SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
+SELECT created_at, origin, attempts, att_started_at, att_ended_at, att_outcome, att_error,
        att_http_status, att_worker
 FROM {schema}.tasks WHERE id = $1";
 
 const TIMELINE_EVENTS: &str = "
-SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason,
+       origin
 FROM {schema}.events WHERE task_id = $1 ORDER BY seq";
 
 const BY_KEYS: &str = concat!(
@@ -217,11 +218,13 @@ pub(crate) async fn timeline(db: &Db, id: TaskId) -> Result<Vec<Event>, StoreErr
     assemble(&t, events)
 }
 
-/// A whole timeline from a task row holding `created_at`, `attempts` and the `att_*` columns,
-/// and the task's rows of the events table in order.
+/// A whole timeline from a task row holding `created_at`, `origin`, `attempts` and the
+/// `att_*` columns, and the task's rows of the events table in order.
 pub(crate) fn assemble(t: &PgRow, table: Vec<Event>) -> Result<Vec<Event>, StoreError> {
     let mut events = Vec::with_capacity(table.len() + 2);
-    events.push(Event::new(EventType::Created, time(t, "created_at")?));
+    let mut created = Event::new(EventType::Created, time(t, "created_at")?);
+    created.origin = origin(t)?;
+    events.push(created);
     events.extend(table);
     // The latest attempt lives on the task row: finished (outcome set) or in progress.
     if let Some(started) = opt_time(t, "att_started_at")? {
@@ -258,5 +261,11 @@ pub(crate) fn event(r: &PgRow) -> Result<Event, StoreError> {
     e.worker = col(r, "worker")?;
     e.actor = col(r, "actor")?;
     e.reason = col(r, "reason")?;
+    e.origin = origin(r)?;
     Ok(e)
+}
+
+/// A row's `origin` column as an event shows it (`None` when NULL).
+fn origin(r: &PgRow) -> Result<Option<serde_json::Value>, StoreError> {
+    Ok(col::<Option<&str>>(r, "origin")?.map(Event::origin_from_text))
 }

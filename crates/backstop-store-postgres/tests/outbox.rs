@@ -118,6 +118,7 @@ outbox_cases!(
     an_inserted_task_gets_the_kinds_attempt_budget,
     a_late_commit_is_still_picked_up,
     the_same_kind_and_key_twice_is_one_task,
+    an_inserted_task_has_no_origin_and_takes_redeliveries,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 
 use crate::SqliteStore;
 use crate::db_err;
-use crate::enqueue::{COLS, EXISTING, INSERT_SQL, SHAPES, existing_one};
+use crate::enqueue::{EXISTING, INSERT_SQL, SHAPES, existing_one, row};
 use crate::raw::{Db, Stmt, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id};
@@ -62,17 +62,7 @@ pub(crate) fn record(
                     Some(s) => s,
                     slot => slot.insert(db.prepare(&INSERT_SQL[SHAPES.len() - 1])?),
                 };
-                let values: [Value<'_>; COLS] = [
-                    id_bytes(&t.id).into(),
-                    t.kind.as_str().into(),
-                    t.key.as_str().into(),
-                    t.payload.as_slice().into(),
-                    i64::from(t.max_attempts).into(),
-                    to_ms(t.run_at).into(),
-                    t.expires_at.map(to_ms).into(),
-                    t.traceparent.as_deref().into(),
-                    Value::Int(now),
-                ];
+                let values = row(t, now);
                 if ins.execute(&values)? == 1 {
                     (CallbackVerdict::Accepted, Some(t.id), None)
                 } else {

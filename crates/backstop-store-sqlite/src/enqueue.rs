@@ -158,10 +158,10 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
 /// appends to the table and to the time-ordered indexes skip the descent from the root that a
 /// one-row statement pays; past 32 rows, preparing the statement costs more than that saves.
 pub(crate) const SHAPES: &[usize] = &[32, 8, 2, 1];
-pub(crate) const COLS: usize = 9;
+pub(crate) const COLS: usize = 11;
 
 /// One INSERT per shape; each row binds (id, kind, key, payload, max_attempts, run_at,
-/// expires_at, traceparent, now).
+/// expires_at, traceparent, reason, origin, now) — see [`row`].
 pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
     SHAPES
         .iter()
@@ -169,23 +169,52 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             let values = (0..*rows)
                 .map(|r| {
                     let p: Vec<String> = (1..=COLS).map(|c| format!("?{}", r * COLS + c)).collect();
+                    let (reason, origin, now) = (&p[8], &p[9], &p[10]);
+                    // A reason makes the task a dead letter at once (Intake::Failed): status
+                    // 3 (failed), with the reason as its last error too. Without one it is
+                    // pending (0), and the common row binds two NULLs more than it used to.
                     // created_at and updated_at are both `now`.
-                    format!("({}, {})", p.join(", "), p[COLS - 1])
+                    format!(
+                        "({}, CASE WHEN {reason} IS NULL THEN 0 ELSE 3 END, {reason}, {reason}, \
+                         {origin}, {now}, {now})",
+                        p[..8].join(", ")
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
             // OR FAIL: no statement journal; an error rolls the whole transaction back anyway.
             format!(
                 "INSERT OR FAIL INTO backstop_tasks (id, kind, key, payload, max_attempts, run_at, \
-                 expires_at, traceparent, created_at, updated_at) VALUES {values} \
-                 ON CONFLICT (kind, key) DO NOTHING"
+                 expires_at, traceparent, status, reason, last_error, origin, created_at, \
+                 updated_at) VALUES {values} ON CONFLICT (kind, key) DO NOTHING"
             )
         })
         .collect()
 });
 
+/// The values of one row of [`INSERT_SQL`]: `t`, created at `now` (epoch milliseconds).
+pub(crate) fn row(t: &NewTask, now: i64) -> [Value<'_>; COLS] {
+    [
+        id_bytes(&t.id).into(),
+        t.kind.as_str().into(),
+        t.key.as_str().into(),
+        t.payload.as_slice().into(),
+        i64::from(t.max_attempts).into(),
+        to_ms(t.run_at).into(),
+        t.expires_at.map(to_ms).into(),
+        t.traceparent.as_deref().into(),
+        t.intake.failed_reason().into(),
+        t.origin.as_deref().into(),
+        Value::Int(now),
+    ]
+}
+
 pub(crate) const EXISTING: &str =
     "SELECT id, payload FROM backstop_tasks WHERE kind = ?1 AND key = ?2";
+
+/// A repeat with an origin (a broker's redelivery) on the existing task's timeline.
+const REDELIVERED: &str =
+    "INSERT INTO backstop_events (task_id, type, at, origin) VALUES (?1, 'redelivered', ?2, ?3)";
 
 /// Writes a group in one transaction: first every enqueued task (cut into shapes together,
 /// whatever each request holds), then each callback with its task; answers in group order.
@@ -238,6 +267,7 @@ async fn write_group(
 fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, StoreError> {
     let mut inserts: [Option<Stmt<'_>>; SHAPES.len()] = Default::default();
     let mut existing = None;
+    let mut redelivered: Option<Stmt<'_>> = None;
     let mut values = Vec::with_capacity(SHAPES[0] * COLS);
     let mut results = Vec::with_capacity(tasks.len());
     for (shape, chunk) in chunks(tasks, SHAPES) {
@@ -247,17 +277,7 @@ fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, 
         };
         values.clear();
         for (t, now) in chunk {
-            values.extend_from_slice(&[
-                id_bytes(&t.id).into(),
-                t.kind.as_str().into(),
-                t.key.as_str().into(),
-                t.payload.as_slice().into(),
-                i64::from(t.max_attempts).into(),
-                to_ms(t.run_at).into(),
-                t.expires_at.map(to_ms).into(),
-                t.traceparent.as_deref().into(),
-                Value::Int(*now),
-            ]);
+            values.extend_from_slice(&row(t, *now));
         }
         if insert.execute(&values)? as usize == chunk.len() {
             results.extend(chunk.iter().map(|(t, _)| EnqueueResult::Created(t.id)));
@@ -267,8 +287,22 @@ fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, 
             Some(s) => s,
             slot => slot.insert(db.prepare(EXISTING)?),
         };
-        for (t, _) in chunk {
-            results.push(existing_one(existing, t)?);
+        // Only a chunk with a taken (kind, key) gets here: a batch of new tasks never pays
+        // for redeliveries.
+        for (t, now) in chunk {
+            let result = existing_one(existing, t)?;
+            if let (EnqueueResult::Existing(id), Some(origin)) = (&result, &t.origin) {
+                let redelivered = match &mut redelivered {
+                    Some(s) => s,
+                    slot => slot.insert(db.prepare(REDELIVERED)?),
+                };
+                redelivered.execute(&[
+                    id_bytes(id).into(),
+                    Value::Int(*now),
+                    origin.as_str().into(),
+                ])?;
+            }
+            results.push(result);
         }
     }
     Ok(results)

@@ -35,6 +35,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "callbacks",
         include_str!("../migrations/0007_callbacks.sql"),
     ),
+    (8, "intake", include_str!("../migrations/0008_intake.sql")),
 ];
 
 impl Migrations for SqliteStore {

@@ -202,8 +202,8 @@ pub(crate) async fn timeline_on(
 ) -> Result<Vec<Event>, StoreError> {
     let id_blob = id_bytes(&id);
     let Some(t) = sqlx::query(
-        "SELECT created_at, attempts, att_started_at, att_ended_at, att_outcome, att_error,
-                att_http_status, att_worker
+        "SELECT created_at, origin, attempts, att_started_at, att_ended_at, att_outcome,
+                att_error, att_http_status, att_worker
          FROM backstop_tasks WHERE id = ?",
     )
     .bind(id_blob)
@@ -213,9 +213,12 @@ pub(crate) async fn timeline_on(
     else {
         return Err(StoreError::NotFound(id));
     };
-    let mut events = vec![Event::new(EventType::Created, from_ms(t.get("created_at")))];
+    let mut created = Event::new(EventType::Created, from_ms(t.get("created_at")));
+    created.origin = origin(&t);
+    let mut events = vec![created];
     let rows = sqlx::query(
-        "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason
+        "SELECT type, at, attempt, outcome, error, http_status, duration_ms, worker, actor, reason,
+                origin
          FROM backstop_events WHERE task_id = ? ORDER BY seq",
     )
     .bind(id_blob)
@@ -261,5 +264,12 @@ fn event(r: &SqliteRow) -> Result<Event, StoreError> {
     e.worker = r.get("worker");
     e.actor = r.get("actor");
     e.reason = r.get("reason");
+    e.origin = origin(r);
     Ok(e)
+}
+
+/// A row's `origin` column as an event shows it (`None` when NULL).
+fn origin(r: &SqliteRow) -> Option<serde_json::Value> {
+    r.get::<Option<&str>, _>("origin")
+        .map(Event::origin_from_text)
 }

@@ -16,6 +16,7 @@ mod enqueue;
 mod entities;
 mod fixtures;
 mod holds;
+mod intake;
 mod leadership;
 mod leases;
 mod manual;
@@ -101,7 +102,13 @@ macro_rules! conformance_suite {
             callback_resent_is_a_duplicate_and_creates_nothing,
             callback_rejections_are_recorded_without_a_task,
             concurrent_callbacks_of_one_event_create_one_task,
-            callbacks_are_listed_per_source_newest_first_with_a_cursor
+            callbacks_are_listed_per_source_newest_first_with_a_cursor,
+            a_failed_intake_is_a_dead_letter_at_once,
+            a_failed_intake_is_retried_like_any_dead_letter,
+            the_origin_is_on_the_created_event,
+            a_batch_mixes_intakes_and_origins,
+            a_repeat_with_an_origin_is_a_redelivered_event,
+            redeliveries_in_one_batch_are_each_recorded
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

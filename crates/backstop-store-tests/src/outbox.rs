@@ -407,3 +407,51 @@ pub async fn optional_columns_are_kept(store: S, kind: &str, key: &str, want: Op
     let after = by_key(&store, kind, key).await.unwrap();
     assert_eq!((after.status, after.attempts), (Status::Pending, 0));
 }
+
+/// An inserted row has no origin (the column defaults to NULL): its `created` event shows
+/// none. A broker redelivery of the same `(kind, key)` and payload through the store is the
+/// existing task, and leaves a `redelivered` event with its origin.
+pub async fn an_inserted_task_has_no_origin_and_takes_redeliveries(store: S, app: &dyn App) {
+    insert_and_commit(app, KIND, "origin-1", PAYLOAD).await;
+    let t = by_key(&store, KIND, "origin-1").await.expect("the task");
+    let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
+    assert_eq!(tl.len(), 1, "{tl:?}");
+    assert_eq!(
+        (tl[0].kind, tl[0].origin.as_ref()),
+        (EventType::Created, None)
+    );
+    let origin = r#"{"broker":"amqp","queue":"outbox.in","delivery_count":2}"#;
+    let now = Timestamp::now();
+    let again = store
+        .enqueue(EnqueueParams {
+            tasks: vec![NewTask {
+                id: TaskId::new(),
+                kind: KIND.into(),
+                key: "origin-1".into(),
+                payload: PAYLOAD.as_bytes().to_vec(),
+                max_attempts: KIND_ATTEMPTS,
+                run_at: now,
+                expires_at: None,
+                traceparent: None,
+                intake: Default::default(),
+                origin: Some(origin.into()),
+            }],
+            now,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again, vec![EnqueueResult::Existing(t.id)]);
+    let tl = store.timeline(TimelineParams { id: t.id }).await.unwrap();
+    let kinds: Vec<EventType> = tl.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventType::Created, EventType::Redelivered],
+        "{tl:?}"
+    );
+    assert_eq!(tl[0].origin, None);
+    assert_eq!(
+        tl[1].origin,
+        Some(serde_json::from_str(origin).expect("JSON"))
+    );
+    assert_eq!(by_key(&store, KIND, "origin-1").await.as_ref(), Some(&t));
+}
