@@ -140,6 +140,17 @@ mod tests {
             }
         );
         assert!(!format!("{:?}", c.kinds[0]).contains("guest:guest"));
+        // Publishes are pipelined: a broker kind keeps 512 in flight unless told otherwise.
+        assert_eq!(
+            c.kinds[0].concurrency,
+            backstop_core::kind::DEFAULT_BROKER_CONCURRENCY
+        );
+        let eight = Config::parse(
+            "[kinds.a]\ntarget = \"redis\"\nbroker = \"redis://h\"\nlist = \"l\"\nconcurrency = 8",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(eight.kinds[0].concurrency, 8);
         let Target::Broker(b) = &c.kinds[1].target else {
             panic!()
         };
