@@ -52,6 +52,20 @@ else
     echo "examples: $why: skipping the PHP + RabbitMQ example (BACKSTOP_REQUIRE_RABBITMQ=1 makes this an error)"
 fi
 
+# The Redis part: php with php-redis, and Redis listening.
+have_redis=0
+redis_up() {
+    python3 -c 'import socket; socket.create_connection(("127.0.0.1", 6379), timeout=2).close()' 2>/dev/null
+}
+if ((have_php)) && php -m 2>/dev/null | grep -qx redis && redis_up; then
+    have_redis=1
+else
+    why="php-redis is not installed or Redis is not reachable at 127.0.0.1:6379"
+    ((have_php)) || why="php is not installed"
+    [[ "${BACKSTOP_REQUIRE_REDIS:-0}" == 1 ]] && fail "$why and BACKSTOP_REQUIRE_REDIS=1"
+    echo "examples: $why: skipping the PHP + Redis example (BACKSTOP_REQUIRE_REDIS=1 makes this an error)"
+fi
+
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -533,6 +547,52 @@ sys.exit(None if death[0].get("queue") == "sms.legacy" and death[0].get("reason"
     wait_exit "$server" 20 "backstop serve (rabbitmq)"
     out=$(php $rmq/amqp.php delete) || fail "amqp.php delete failed"
     echo "   $out"
+fi
+
+# --- PHP + Redis: examples/php-redis ---------------------------------------------------------
+if ((have_redis)); then
+    prd=examples/php-redis
+    list="sms:requests:ci-$$"
+    processing="backstop:processing:sms-redis:ci-$$"
+    sms_port=$(free_port)
+    rds_port=$(free_port)
+    {
+        cat $prd/backstop.toml
+        printf '\n[[api.tokens]]\nname = "ci"\nsha256 = "%s"\n' "$token_sha256"
+    } | sed -e "s#http://127.0.0.1:8082/#http://127.0.0.1:$sms_port/#" \
+            -e "s#^queue = \"sms:requests\".*#queue = \"$list\"\nprocessing = \"$processing\"#" >"$work/redis.toml"
+    grep -q "127.0.0.1:$sms_port/" "$work/redis.toml" && grep -q "^queue = \"$list\"" "$work/redis.toml" ||
+        fail "$prd/backstop.toml changed its target or queue; update this script"
+    step "php -S 127.0.0.1:$sms_port examples/php-rabbitmq/sms_target.php, for the Redis story"
+    SMS_TARGET_LOG=$work/sms-redis.jsonl php -S "127.0.0.1:$sms_port" examples/php-rabbitmq/sms_target.php >"$work/sms_target_redis.log" 2>&1 &
+    pids+=("$!")
+    export BACKSTOP_URL="http://127.0.0.1:$rds_port"
+    step "backstop serve on $BACKSTOP_URL with $prd/backstop.toml (bridge sms-redis on $list)"
+    (cd "$work" && NO_COLOR=1 exec "$BACKSTOP_BIN" --config redis.toml --database "sqlite://$work/redis.db" \
+        serve --listen "127.0.0.1:$rds_port") >"$work/backstop-redis.log" 2>&1 &
+    server=$!
+    pids+=("$server")
+    wait_until "backstop's /readyz" 10 ready
+    n=20
+    step "php + redis: producer.php LPUSHes $n SMS jobs and 1 without its order id"
+    out=$(php $prd/producer.php --count $n --bad --list "$list") || fail "producer.php (redis) failed"
+    echo "   $out"
+    count_of() { api "/v1/tasks?kind=$1&status=$2&limit=1000" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["tasks"]))'; }
+    redis_done() { [[ $(count_of sms.send succeeded) == "$n" && $(count_of backstop.rejected.sms-redis failed) == 1 ]]; }
+    wait_until "$n sms.send tasks to succeed and 1 reject" 30 redis_done
+    echo "   $n sms.send tasks succeeded; the job without an order id is a failed backstop.rejected.sms-redis task"
+    step "php + redis: the list and the processing list are empty; the bridge's counts balance"
+    left=$(php -r '$r = new Redis(); $r->connect("127.0.0.1", 6379); echo $r->lLen($argv[1]) + $r->lLen($argv[2]);' "$list" "$processing")
+    [[ $left == 0 ]] || fail "$left items left in $list and $processing"
+    api /v1/bridges | python3 -c 'import json, sys
+n = int(sys.argv[1])
+b = {b["name"]: b for b in json.load(sys.stdin)["bridges"]}["sms-redis"]
+want = {"connected": True, "received": n + 1, "inserted": n, "rejected": 1, "in_flight": 0, "balanced": True}
+wrong = {k: b[k] for k, v in want.items() if b[k] != v}
+sys.exit(f"examples: sms-redis is {b}; expected {want}") if wrong else print(f"   sms-redis: received {n + 1} = inserted {n} + rejected 1")' $n ||
+        fail "GET /v1/bridges (redis)"
+    kill -TERM "$server"
+    wait_exit "$server" 20 "backstop serve (redis)"
 fi
 
 echo "examples passed"
