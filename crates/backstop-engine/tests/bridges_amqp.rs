@@ -57,6 +57,46 @@ async fn depth(ch: &Channel, queue: &str) -> u32 {
     .message_count()
 }
 
+async fn declare_exchange(ch: &Channel, name: &str, kind: ExchangeKind) {
+    ch.exchange_declare(
+        ShortString::from(name),
+        kind,
+        ExchangeDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
+/// A durable queue with `args`.
+async fn declare_queue(ch: &Channel, name: &str, args: FieldTable) {
+    ch.queue_declare(
+        ShortString::from(name),
+        QueueDeclareOptions::durable(),
+        args,
+    )
+    .await
+    .unwrap();
+}
+
+async fn bind(ch: &Channel, queue: &str, exchange: &str, routing_key: &str) {
+    ch.queue_bind(
+        ShortString::from(queue),
+        ShortString::from(exchange),
+        ShortString::from(routing_key),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn delete_queue(ch: &Channel, queue: &str) {
+    let _ = ch
+        .queue_delete(ShortString::from(queue), QueueDeleteOptions::default())
+        .await;
+}
+
 fn bridge(name: &str, url: &str, queue: &str, kind: &str) -> BridgeConfig {
     BridgeConfig {
         name: name.into(),
@@ -155,9 +195,7 @@ async fn messages_become_tasks_once_and_are_acked_after_their_commit() {
         "the repeat is on the timeline: {tl:?}"
     );
     run.stop().await;
-    let _ = ch
-        .queue_delete(ShortString::from(q.as_str()), QueueDeleteOptions::default())
-        .await;
+    delete_queue(&ch, &q).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,9 +266,7 @@ async fn messages_that_cannot_be_tasks_are_failed_records_and_acked() {
     let p: serde_json::Value = serde_json::from_slice(&raw.payload).unwrap();
     assert_eq!(p["body_text"], "not json at all");
     run.stop().await;
-    let _ = ch
-        .queue_delete(ShortString::from(q.as_str()), QueueDeleteOptions::default())
-        .await;
+    delete_queue(&ch, &q).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,30 +279,9 @@ async fn tasks_of_a_rabbitmq_kind_are_published_with_their_id_and_succeed_on_con
     let (_c, ch) = channel(&url).await;
     let ex = unique("backstop.test.orders");
     let q = unique("backstop.test.orders.q");
-    ch.exchange_declare(
-        ShortString::from(ex.as_str()),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_declare(
-        ShortString::from(q.as_str()),
-        QueueDeclareOptions::durable(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        ShortString::from(q.as_str()),
-        ShortString::from(ex.as_str()),
-        ShortString::from("order.*"),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    declare_exchange(&ch, &ex, ExchangeKind::Topic).await;
+    declare_queue(&ch, &q, FieldTable::default()).await;
+    bind(&ch, &q, &ex, "order.*").await;
     let target = |routing_key: &str| {
         Target::Broker(BrokerTarget {
             broker: BrokerUrl::new(url.clone()),
@@ -367,9 +382,7 @@ async fn tasks_of_a_rabbitmq_kind_are_published_with_their_id_and_succeed_on_con
             .contains("unroutable"),
         "{lost:?}"
     );
-    let _ = ch
-        .queue_delete(ShortString::from(q.as_str()), QueueDeleteOptions::default())
-        .await;
+    delete_queue(&ch, &q).await;
     let _ = ch
         .exchange_delete(ShortString::from(ex.as_str()), Default::default())
         .await;
@@ -387,42 +400,15 @@ async fn a_dead_letter_queue_becomes_failed_tasks_that_a_retry_publishes_back() 
     let work = unique("backstop.test.work");
     let dlx = unique("backstop.test.dlx");
     let dead = unique("backstop.test.dead");
-    ch.exchange_declare(
-        ShortString::from(dlx.as_str()),
-        ExchangeKind::Fanout,
-        ExchangeDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_declare(
-        ShortString::from(dead.as_str()),
-        QueueDeclareOptions::durable(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        ShortString::from(dead.as_str()),
-        ShortString::from(dlx.as_str()),
-        ShortString::from(""),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    declare_exchange(&ch, &dlx, ExchangeKind::Fanout).await;
+    declare_queue(&ch, &dead, FieldTable::default()).await;
+    bind(&ch, &dead, &dlx, "").await;
     let mut args = FieldTable::default();
     args.insert(
         ShortString::from("x-dead-letter-exchange"),
         AMQPValue::LongString(LongString::from(dlx.as_str())),
     );
-    ch.queue_declare(
-        ShortString::from(work.as_str()),
-        QueueDeclareOptions::durable(),
-        args,
-    )
-    .await
-    .unwrap();
+    declare_queue(&ch, &work, args).await;
     publish(&ch, "", &work, br#"{"order_id":"D-1","to":"+86"}"#).await;
     // A worker gives up on it: reject without requeue, and the broker dead-letters it.
     let m = ch
@@ -519,9 +505,7 @@ async fn a_dead_letter_queue_becomes_failed_tasks_that_a_retry_publishes_back() 
         t.id.to_string()
     );
     for q in [&work, &dead] {
-        let _ = ch
-            .queue_delete(ShortString::from(q.as_str()), QueueDeleteOptions::default())
-            .await;
+        delete_queue(&ch, q).await;
     }
     let _ = ch
         .exchange_delete(ShortString::from(dlx.as_str()), Default::default())
