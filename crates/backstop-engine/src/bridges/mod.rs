@@ -281,10 +281,7 @@ async fn beats(
                     format!(
                         "bridge {} has been {} since {since}: {}",
                         status.name,
-                        serde_json::to_value(view.state)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default(),
+                        view.state.as_str(),
                         view.last_error.unwrap_or_default()
                     ),
                 ));

@@ -36,6 +36,19 @@ pub enum BridgeState {
     Stopped,
 }
 
+impl BridgeState {
+    /// The name listings and the API show (`running`, `reconnecting` …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BridgeState::Connecting => "connecting",
+            BridgeState::Running => "running",
+            BridgeState::Reconnecting => "reconnecting",
+            BridgeState::Refused => "refused",
+            BridgeState::Stopped => "stopped",
+        }
+    }
+}
+
 /// One bridge as listed by `backstop bridges list` and `GET /v1/bridges`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BridgeView {
@@ -226,6 +239,24 @@ impl BridgeStatus {
             since,
             seen_at: now,
             stale: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BridgeState;
+
+    #[test]
+    fn a_state_shows_as_it_serialises() {
+        for s in [
+            BridgeState::Connecting,
+            BridgeState::Running,
+            BridgeState::Reconnecting,
+            BridgeState::Refused,
+            BridgeState::Stopped,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
     }
 }

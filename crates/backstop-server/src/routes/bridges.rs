@@ -62,10 +62,7 @@ pub struct BridgeEntry {
 
 impl From<BridgeView> for BridgeEntry {
     fn from(v: BridgeView) -> Self {
-        let state = serde_json::to_value(v.state)
-            .ok()
-            .and_then(|s| s.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let state = v.state.as_str().to_string();
         BridgeEntry {
             name: v.name,
             worker: v.worker,

@@ -44,10 +44,7 @@ fn not_seen(ctx: &Ctx, views: &[BridgeView]) -> Vec<String> {
 }
 
 fn line(v: &BridgeView, now: jiff::Timestamp) -> String {
-    let state = serde_json::to_value(v.state)
-        .ok()
-        .and_then(|s| s.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let state = v.state.as_str();
     let age = Duration::from_secs(now.duration_since(v.seen_at).unsigned_abs().as_secs());
     let seen = match v.stale {
         true => format!(
