@@ -168,19 +168,14 @@ impl Bridge {
                 Admission::Task(t) | Admission::Rejected { task: t, .. } => t.clone(),
             })
             .collect();
-        let results = self.write(tasks.clone(), stop).await?;
+        let results = self.write(&tasks, stop).await?;
         let (mut inserted, mut deduplicated, mut rejected) = (0, 0, 0);
         let mut conflicts = Vec::new();
         for ((a, t), (r, m)) in admissions.iter().zip(&tasks).zip(results.iter().zip(batch)) {
             match (a, r) {
                 (Admission::Rejected { reason, .. }, r) => {
                     rejected += 1;
-                    if let EnqueueResult::Created(id) = r {
-                        self.ctx
-                            .alerts
-                            .dead_letter(&t.kind, *id, reason, "rejected by a bridge");
-                    }
-                    tracing::warn!(bridge = %self.config.name, reason = %reason, "message rejected");
+                    self.rejected(t, r, reason);
                 }
                 (Admission::Task(_), EnqueueResult::Created(id)) => {
                     inserted += 1;
@@ -196,31 +191,37 @@ impl Bridge {
         }
         if !conflicts.is_empty() {
             let tasks: Vec<NewTask> = conflicts.iter().map(|(t, _)| t.clone()).collect();
-            let results = self.write(tasks, stop).await?;
-            for ((t, reason), r) in conflicts.iter().zip(results) {
+            let results = self.write(&tasks, stop).await?;
+            for ((t, reason), r) in conflicts.iter().zip(&results) {
                 rejected += 1;
-                if let EnqueueResult::Created(id) = r {
-                    self.ctx
-                        .alerts
-                        .dead_letter(&t.kind, id, reason, "rejected by a bridge");
-                }
-                tracing::warn!(bridge = %self.config.name, reason = %reason, "message rejected");
+                self.rejected(t, r, reason);
             }
         }
         self.status.settled(inserted, deduplicated, rejected);
         Some(batch.iter().map(|m| m.token).collect())
     }
 
+    /// A rejection is recorded: a new record raises `task.failed` (a repeat of one already
+    /// recorded raised it then); every one is logged.
+    fn rejected(&self, record: &NewTask, result: &EnqueueResult, reason: &str) {
+        if let EnqueueResult::Created(id) = result {
+            self.ctx
+                .alerts
+                .dead_letter(&record.kind, *id, reason, "rejected by a bridge");
+        }
+        tracing::warn!(bridge = %self.config.name, reason = %reason, "message rejected");
+    }
+
     /// One ledger write, tried again (after a pause) while the ledger is away.
     async fn write(
         &self,
-        tasks: Vec<NewTask>,
+        tasks: &[NewTask],
         stop: &mut watch::Receiver<bool>,
     ) -> Option<Vec<EnqueueResult>> {
         let mut pause = Duration::from_millis(100);
         loop {
             let now = self.ctx.clock.now();
-            match enqueue_tasks(&self.ctx, tasks.clone(), now).await {
+            match enqueue_tasks(&self.ctx, tasks.to_vec(), now).await {
                 Ok(r) => return Some(r),
                 Err(e) => {
                     tracing::error!(bridge = %self.config.name, error = %e, "the ledger did not take a batch; trying again (nothing acknowledged)");
