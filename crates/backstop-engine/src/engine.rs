@@ -78,7 +78,7 @@ impl Engine {
     pub async fn all_bridges(&self) -> Result<Vec<BridgeView>, backstop_core::StoreError> {
         let now = self.ctx.clock.now();
         let mut views: Vec<BridgeView> =
-            crate::bridges::from_beats(&*self.ctx.store, now, self.parts.opts.bridge_beat * 3)
+            crate::bridges::from_beats(&*self.ctx.store, now, self.parts.opts.bridge_beat)
                 .await?
                 .into_iter()
                 .filter(|v| v.worker != *self.ctx.owner)

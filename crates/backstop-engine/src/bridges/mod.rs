@@ -296,13 +296,14 @@ async fn beats(
     }
 }
 
-/// Every process's bridges as their beats last said, oldest name first; a beat older than
-/// `stale_after` is marked stale.
+/// Every process's bridges as their beats last said, by name; a bridge whose last beat is
+/// older than three of its beat intervals (`beat`, `engine.bridge_beat`) is marked stale.
 pub async fn from_beats(
     store: &dyn backstop_core::Store,
     now: jiff::Timestamp,
-    stale_after: Duration,
+    beat: Duration,
 ) -> Result<Vec<status::BridgeView>, backstop_core::StoreError> {
+    let stale_after = beat * 3;
     let beats = store
         .beats(backstop_core::store::BeatsParams {
             prefix: "bridge:".into(),

@@ -10,8 +10,8 @@ pub async fn run(ctx: &Ctx, c: BridgesCommand) -> Result<()> {
     let BridgesCommand::List { json } = c;
     let store = ctx.store().await?;
     let now = jiff::Timestamp::now();
-    let stale = ctx.config.engine.bridge_beat * 3;
-    let views = backstop_engine::bridges::from_beats(&*store, now, stale).await?;
+    let views =
+        backstop_engine::bridges::from_beats(&*store, now, ctx.config.engine.bridge_beat).await?;
     if json {
         return print_json(&serde_json::json!({
             "bridges": views,

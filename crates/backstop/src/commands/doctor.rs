@@ -291,8 +291,8 @@ async fn bridge_problems(
     now: Timestamp,
     problems: &mut Vec<String>,
 ) -> Result<Vec<backstop_engine::BridgeView>> {
-    let stale = ctx.config.engine.bridge_beat * 3;
-    let views = backstop_engine::bridges::from_beats(store, now, stale).await?;
+    let views =
+        backstop_engine::bridges::from_beats(store, now, ctx.config.engine.bridge_beat).await?;
     for v in &views {
         if !v.balanced {
             problems.push(format!(
