@@ -14,6 +14,22 @@ pub trait Consumer: Send {
     /// Acknowledges messages whose tasks are committed (AMQP `basic.ack`, Redis `LREM` or
     /// `XACK`). Returns when the broker has been told.
     fn ack(&mut self, tokens: Vec<AckToken>) -> BoxFuture<'_, Result<(), BrokerError>>;
+
+    /// How many deliveries the broker holds unacknowledged against its own limit, for a
+    /// broker that stops delivering at that limit (JetStream's `MaxAckPending`); `None` for
+    /// one that has no such limit.
+    fn ack_pending(&mut self) -> BoxFuture<'_, Result<Option<AckPending>, BrokerError>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// Unacknowledged deliveries against the broker's limit of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckPending {
+    /// Delivered and not yet acknowledged, by every consumer sharing the durable.
+    pub pending: u64,
+    /// The limit, past which the broker delivers nothing more.
+    pub max: u64,
 }
 
 /// Connects a bridge's consumer: declares or checks what it consumes, then starts consuming.
@@ -49,6 +65,9 @@ pub fn connect_consumer(
                 .await?;
                 Ok(Box::new(c) as Box<dyn Consumer>)
             }
+            BridgeSource::KafkaTopic { .. } | BridgeSource::NatsStream(_) => Err(
+                BrokerError::Config(format!("bridge {}: not built yet", bridge.name)),
+            ),
         }
     })
 }
@@ -73,6 +92,9 @@ pub fn delete_source(bridge: &BridgeConfig) -> BoxFuture<'_, Result<(), BrokerEr
             }
             BridgeSource::RedisList { list, processing } => del(url, &[list, processing]).await,
             BridgeSource::RedisStream { stream, .. } => del(url, &[stream]).await,
+            BridgeSource::KafkaTopic { .. } | BridgeSource::NatsStream(_) => Err(
+                BrokerError::Config(format!("bridge {}: not built yet", bridge.name)),
+            ),
         }
     })
 }

@@ -20,7 +20,7 @@ mod publish;
 mod redis;
 mod url;
 
-pub use consume::{Consumer, connect_consumer, delete_source};
+pub use consume::{AckPending, Consumer, connect_consumer, delete_source};
 pub use error::BrokerError;
 pub use message::{AckToken, Outgoing, Received};
 pub use publish::{Published, Publisher, publisher};

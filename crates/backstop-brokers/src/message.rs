@@ -14,6 +14,8 @@ pub struct Received {
     pub body: Vec<u8>,
     /// AMQP `message_id`; a Redis stream entry's id.
     pub message_id: Option<String>,
+    /// A Kafka message's key, as its bytes.
+    pub message_key: Option<Vec<u8>>,
     /// AMQP headers (strings as they are, other values as JSON); a stream entry's fields.
     pub headers: BTreeMap<String, String>,
     /// Where it came from, for the task's first event: queue, routing key, `redelivered`,

@@ -47,5 +47,15 @@ pub fn publisher(target: &BrokerTarget) -> Box<dyn Publisher> {
         Destination::RedisStream { stream } => Box::new(
             crate::redis::publisher::RedisPublisher::stream(target.broker.clone(), stream.clone()),
         ),
+        Destination::KafkaTopic { .. } | Destination::NatsSubject { .. } => Box::new(Unbuilt),
+    }
+}
+
+/// A destination whose client is not built yet: every publish fails permanently.
+struct Unbuilt;
+
+impl Publisher for Unbuilt {
+    fn publish<'a>(&'a self, _: Outgoing<'a>, _: std::time::Duration) -> BoxFuture<'a, Published> {
+        Box::pin(async { Published::Permanent("not built yet".into()) })
     }
 }

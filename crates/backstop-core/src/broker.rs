@@ -68,6 +68,11 @@ pub enum Destination {
     RedisList { list: String },
     /// A Redis stream, `XADD`ed.
     RedisStream { stream: String },
+    /// A Kafka topic, produced to with `acks=all` by an idempotent producer; the business key
+    /// is the message key, so one entity's tasks stay in one partition.
+    KafkaTopic { topic: String },
+    /// A NATS JetStream subject, published with `Nats-Msg-Id` and answered by a PubAck.
+    NatsSubject { subject: String },
 }
 
 impl fmt::Display for Destination {
@@ -79,6 +84,8 @@ impl fmt::Display for Destination {
             } => write!(f, "exchange {exchange:?} routing key {routing_key:?}"),
             Destination::RedisList { list } => write!(f, "list {list:?}"),
             Destination::RedisStream { stream } => write!(f, "stream {stream:?}"),
+            Destination::KafkaTopic { topic } => write!(f, "topic {topic:?}"),
+            Destination::NatsSubject { subject } => write!(f, "subject {subject:?}"),
         }
     }
 }
@@ -110,6 +117,32 @@ pub enum BridgeSource {
         /// Entries another consumer has held this long unacknowledged are claimed.
         claim_idle: std::time::Duration,
     },
+    /// A Kafka topic, read by a consumer group whose offsets are committed only up to what
+    /// the ledger holds.
+    KafkaTopic {
+        topic: String,
+        /// The consumer group: the bridge's name unless configured.
+        group: String,
+    },
+    /// A NATS JetStream stream, read by a durable pull consumer with explicit acks.
+    NatsStream(NatsConsumer),
+}
+
+/// A JetStream durable pull consumer and how it is created when it does not exist. An
+/// existing consumer is used as it is; its `AckWait`, `MaxDeliver` and `MaxAckPending` rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsConsumer {
+    pub stream: String,
+    /// The durable consumer's name.
+    pub consumer: String,
+    /// The subject filter (`orders.>`); absent: every subject of the stream.
+    pub subject: Option<String>,
+    /// How long a delivery may stay unacknowledged before it is delivered again.
+    pub ack_wait: std::time::Duration,
+    /// Deliveries of one message at most (`-1`: no limit); past it the message is poison.
+    pub max_deliver: i64,
+    /// Unacknowledged deliveries at most, past which JetStream stops delivering.
+    pub max_ack_pending: i64,
 }
 
 /// An AMQP queue and how it is declared.
@@ -137,6 +170,8 @@ pub enum KeySource {
     MessageId,
     /// A Redis stream entry's field.
     Field(String),
+    /// A Kafka message's key.
+    MessageKey,
 }
 
 impl KeySource {
@@ -145,6 +180,9 @@ impl KeySource {
     pub fn parse(s: &str) -> Result<Self, String> {
         if s == "message_id" {
             return Ok(KeySource::MessageId);
+        }
+        if s == "message_key" {
+            return Ok(KeySource::MessageKey);
         }
         if let Some(name) = s.strip_prefix("header:") {
             return nonempty(name, "header:NAME").map(KeySource::Header);
@@ -156,7 +194,7 @@ impl KeySource {
             return Ok(KeySource::Pointer(s.to_string()));
         }
         Err(format!(
-            "{s:?} is not a key source: use a JSON pointer (\"/order_id\"), \"header:NAME\", \"message_id\" or \"field:NAME\""
+            "{s:?} is not a key source: use a JSON pointer (\"/order_id\"), \"header:NAME\", \"message_id\", \"message_key\" or \"field:NAME\""
         ))
     }
 }
@@ -168,6 +206,7 @@ impl fmt::Display for KeySource {
             KeySource::Header(h) => write!(f, "header:{h}"),
             KeySource::MessageId => f.write_str("message_id"),
             KeySource::Field(n) => write!(f, "field:{n}"),
+            KeySource::MessageKey => f.write_str("message_key"),
         }
     }
 }
@@ -229,6 +268,7 @@ mod tests {
             Ok(KeySource::Header("x-id".into()))
         );
         assert_eq!(KeySource::parse("message_id"), Ok(KeySource::MessageId));
+        assert_eq!(KeySource::parse("message_key"), Ok(KeySource::MessageKey));
         assert_eq!(
             KeySource::parse("field:order"),
             Ok(KeySource::Field("order".into()))

@@ -133,6 +133,7 @@ impl AmqpConsumer {
         Received {
             body: d.data,
             message_id,
+            message_key: None,
             headers,
             origin,
             death,

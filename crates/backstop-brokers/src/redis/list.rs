@@ -139,6 +139,7 @@ impl ListConsumer {
         Received {
             body,
             message_id: None,
+            message_key: None,
             headers: BTreeMap::new(),
             origin,
             death: None,

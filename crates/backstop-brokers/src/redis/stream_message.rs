@@ -45,6 +45,7 @@ pub(crate) fn received(id: String, fields: Fields, from: Origin<'_>, token: AckT
     Received {
         body,
         message_id: Some(id),
+        message_key: None,
         headers,
         origin,
         death: None,

@@ -91,6 +91,13 @@ fn key(source: &KeySource, m: &Received) -> Result<String, String> {
             .message_id
             .clone()
             .ok_or("the message has no message_id for the key")?,
+        KeySource::MessageKey => {
+            let k = m
+                .message_key
+                .as_deref()
+                .ok_or("the message has no message key for the key")?;
+            String::from_utf8(k.to_vec()).map_err(|_| "the message key is not UTF-8")?
+        }
     };
     if key.is_empty() {
         return Err(format!("the key at {source} is empty"));
@@ -183,6 +190,7 @@ mod tests {
         Received {
             body: body.to_vec(),
             message_id: None,
+            message_key: None,
             headers: BTreeMap::from([("x-order".to_string(), "H-1".to_string())]),
             origin: serde_json::Map::from_iter([("queue".to_string(), json!("q"))]),
             death: None,

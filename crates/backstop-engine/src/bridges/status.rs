@@ -132,6 +132,12 @@ impl BridgeStatus {
             backstop_core::broker::BridgeSource::RedisStream { stream, group, .. } => {
                 format!("stream {stream:?} group {group:?}")
             }
+            backstop_core::broker::BridgeSource::KafkaTopic { topic, group } => {
+                format!("topic {topic:?} group {group:?}")
+            }
+            backstop_core::broker::BridgeSource::NatsStream(n) => {
+                format!("stream {:?} consumer {:?}", n.stream, n.consumer)
+            }
         };
         BridgeStatus {
             name: c.name.clone(),
