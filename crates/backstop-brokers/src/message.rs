@@ -24,6 +24,9 @@ pub struct Received {
     /// A broker's own death record says it is a dead letter (`x-death` on AMQP): the first
     /// reason, e.g. `rejected from queue "sms" (count 3)`.
     pub death: Option<String>,
+    /// The broker gave up delivering it (JetStream past `MaxDeliver`): why, in words
+    /// starting `poison`. It enters the ledger as a `failed` task of the bridge's kind.
+    pub poison: Option<String>,
     /// Hand back to [`Consumer::ack`](crate::Consumer::ack) once its task is committed.
     pub token: AckToken,
 }

@@ -137,6 +137,7 @@ impl AmqpConsumer {
             headers,
             origin,
             death,
+            poison: None,
             token: AckToken(tag),
         }
     }

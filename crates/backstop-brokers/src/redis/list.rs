@@ -143,6 +143,7 @@ impl ListConsumer {
             headers: BTreeMap::new(),
             origin,
             death: None,
+            poison: None,
             token,
         }
     }

@@ -49,6 +49,7 @@ pub(crate) fn received(id: String, fields: Fields, from: Origin<'_>, token: AckT
         headers,
         origin,
         death: None,
+        poison: None,
         token,
     }
 }

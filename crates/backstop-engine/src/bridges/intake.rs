@@ -61,7 +61,11 @@ fn task(
     };
     let mut t = enqueue::prepare(kinds, r, now, max_payload).map_err(|e| e.to_string())?;
     t.origin = Some(Value::Object(m.origin.clone()).to_string());
-    if bridge.dead_letters {
+    if let Some(reason) = &m.poison {
+        t.intake = Intake::Failed {
+            reason: reason.clone(),
+        };
+    } else if bridge.dead_letters {
         t.intake = Intake::Failed {
             reason: match &m.death {
                 Some(d) => format!("dead letter: {d}"),
@@ -194,6 +198,7 @@ mod tests {
             headers: BTreeMap::from([("x-order".to_string(), "H-1".to_string())]),
             origin: serde_json::Map::from_iter([("queue".to_string(), json!("q"))]),
             death: None,
+            poison: None,
             token: AckToken(1),
         }
     }
@@ -240,6 +245,32 @@ mod tests {
             1024,
         );
         assert!(matches!(a, Admission::Task(t) if t.key == "H-1"));
+    }
+
+    #[test]
+    fn a_kafka_message_key_is_a_key_and_a_poison_message_enters_failed() {
+        let mut m = msg(b"{}");
+        m.message_key = Some(b"order-7".to_vec());
+        let at = Timestamp::UNIX_EPOCH;
+        let a = admit(&bridge("message_key"), &kinds(), &m, at, 1024);
+        assert!(matches!(&a, Admission::Task(t) if t.key == "order-7" && t.intake == Intake::Run));
+        m.poison = Some("poison: delivered 5 times (MaxDeliver 5)".into());
+        let Admission::Task(t) = admit(&bridge("message_key"), &kinds(), &m, at, 1024) else {
+            panic!()
+        };
+        assert_eq!(
+            t.intake,
+            Intake::Failed {
+                reason: "poison: delivered 5 times (MaxDeliver 5)".into()
+            }
+        );
+        m.message_key = Some(vec![0xff]);
+        assert!(reason(admit(&bridge("message_key"), &kinds(), &m, at, 1024)).contains("UTF-8"));
+        m.message_key = None;
+        assert!(
+            reason(admit(&bridge("message_key"), &kinds(), &m, at, 1024))
+                .contains("no message key")
+        );
     }
 
     #[test]
