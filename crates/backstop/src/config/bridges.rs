@@ -3,16 +3,12 @@
 //! `group`), the configured `kind` each message becomes and where the business `key` comes
 //! from. Checked when the file is read.
 
-use super::{ConfigError, Invalid};
+use super::{ConfigError, Invalid, bridge_sources};
 use backstop_brokers::{BrokerKind, check_url};
-use backstop_core::broker::{
-    AmqpQueue, BridgeConfig, BridgeSource, BrokerUrl, KeySource, rejected_kind,
-};
-use backstop_core::duration::parse_duration;
+use backstop_core::broker::{BridgeConfig, BridgeSource, BrokerUrl, KeySource, rejected_kind};
 use backstop_core::{KindConfig, validate};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// Default unacknowledged messages per bridge.
 const DEFAULT_PREFETCH: u16 = 64;
@@ -22,22 +18,22 @@ const DEFAULT_MAX_MESSAGE: usize = 1 << 20;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBridge {
-    broker: Option<String>,
-    queue: Option<String>,
-    stream: Option<String>,
-    group: Option<String>,
-    consumer: Option<String>,
-    processing: Option<String>,
-    kind: Option<String>,
-    key: Option<String>,
-    prefetch: Option<u16>,
-    dead_letters: Option<bool>,
-    queue_type: Option<String>,
-    durable: Option<bool>,
-    dead_letter_exchange: Option<String>,
-    declare: Option<bool>,
-    max_message: Option<usize>,
-    claim_idle: Option<String>,
+    pub(super) broker: Option<String>,
+    pub(super) queue: Option<String>,
+    pub(super) stream: Option<String>,
+    pub(super) group: Option<String>,
+    pub(super) consumer: Option<String>,
+    pub(super) processing: Option<String>,
+    pub(super) kind: Option<String>,
+    pub(super) key: Option<String>,
+    pub(super) prefetch: Option<u16>,
+    pub(super) dead_letters: Option<bool>,
+    pub(super) queue_type: Option<String>,
+    pub(super) durable: Option<bool>,
+    pub(super) dead_letter_exchange: Option<String>,
+    pub(super) declare: Option<bool>,
+    pub(super) max_message: Option<usize>,
+    pub(super) claim_idle: Option<String>,
 }
 
 /// Checks every bridge against the configured kinds; an error names the key
@@ -58,9 +54,10 @@ pub(super) fn bridges(
         })?;
         let url = b
             .broker
+            .clone()
             .ok_or_else(|| invalid(at("broker"), "missing: the broker's URL".into()))?;
         let broker_kind = check_url(&url).map_err(|m| invalid(at("broker"), m))?;
-        let kind = b.kind.ok_or_else(|| {
+        let kind = b.kind.clone().ok_or_else(|| {
             invalid(
                 at("kind"),
                 "missing: the configured kind each message becomes".into(),
@@ -77,96 +74,11 @@ pub(super) fn bridges(
                 ),
             ));
         }
-        let only_for = |field: &str, given: bool, what: &str| match given {
-            true => Err(invalid(at(field), format!("only {what} has {field}"))),
-            false => Ok(()),
-        };
         let source = match broker_kind {
-            BrokerKind::Amqp => {
-                for (field, given) in [
-                    ("stream", b.stream.is_some()),
-                    ("group", b.group.is_some()),
-                    ("consumer", b.consumer.is_some()),
-                    ("processing", b.processing.is_some()),
-                    ("claim_idle", b.claim_idle.is_some()),
-                ] {
-                    only_for(field, given, "a Redis bridge")?;
-                }
-                let queue = nonempty(b.queue, "missing: the queue to consume")
-                    .map_err(|m| invalid(at("queue"), m))?;
-                if let Some(t) = &b.queue_type
-                    && !["classic", "quorum"].contains(&t.as_str())
-                {
-                    return Err(invalid(
-                        at("queue_type"),
-                        format!("{t:?} is not a queue type: use \"classic\" or \"quorum\""),
-                    ));
-                }
-                BridgeSource::AmqpQueue(AmqpQueue {
-                    queue,
-                    queue_type: b.queue_type,
-                    durable: b.durable.unwrap_or(true),
-                    dead_letter_exchange: b.dead_letter_exchange,
-                    declare: b.declare.unwrap_or(true),
-                })
-            }
-            BrokerKind::Redis => {
-                for (field, given) in [
-                    ("queue_type", b.queue_type.is_some()),
-                    ("durable", b.durable.is_some()),
-                    ("dead_letter_exchange", b.dead_letter_exchange.is_some()),
-                    ("declare", b.declare.is_some()),
-                ] {
-                    only_for(field, given, "an AMQP bridge")?;
-                }
-                match (b.queue, b.stream) {
-                    (Some(list), None) => {
-                        for (field, given) in [
-                            ("group", b.group.is_some()),
-                            ("consumer", b.consumer.is_some()),
-                            ("claim_idle", b.claim_idle.is_some()),
-                        ] {
-                            only_for(field, given, "a stream bridge")?;
-                        }
-                        let list = nonempty(Some(list), "must not be empty")
-                            .map_err(|m| invalid(at("queue"), m))?;
-                        BridgeSource::RedisList {
-                            processing: b
-                                .processing
-                                .unwrap_or_else(|| format!("backstop:processing:{name}")),
-                            list,
-                        }
-                    }
-                    (None, Some(stream)) => {
-                        only_for("processing", b.processing.is_some(), "a list bridge")?;
-                        let claim_idle = match &b.claim_idle {
-                            Some(v) => parse_duration(v)
-                                .map_err(|e| invalid(at("claim_idle"), e.to_string()))?,
-                            None => Duration::from_secs(60),
-                        };
-                        BridgeSource::RedisStream {
-                            stream: nonempty(Some(stream), "must not be empty")
-                                .map_err(|m| invalid(at("stream"), m))?,
-                            group: b.group.unwrap_or_else(|| "backstop".into()),
-                            consumer: b.consumer.unwrap_or_else(|| name.clone()),
-                            claim_idle,
-                        }
-                    }
-                    (Some(_), Some(_)) => {
-                        return Err(invalid(
-                            at("stream"),
-                            "give queue (a Redis list) or stream, not both".into(),
-                        ));
-                    }
-                    (None, None) => {
-                        return Err(invalid(
-                            at("queue"),
-                            "missing: the Redis list (queue) or stream to consume".into(),
-                        ));
-                    }
-                }
-            }
-        };
+            BrokerKind::Amqp => bridge_sources::amqp(&b, &at),
+            BrokerKind::Redis => bridge_sources::redis(&b, &name, &at),
+        }
+        .map_err(|(key, m)| invalid(key, m))?;
         let key = match (&b.key, &source) {
             (Some(k), _) => KeySource::parse(k).map_err(|m| invalid(at("key"), m))?,
             (None, BridgeSource::RedisList { .. }) => {
@@ -206,13 +118,6 @@ pub(super) fn bridges(
         });
     }
     Ok(out)
-}
-
-fn nonempty(v: Option<String>, missing: &str) -> Result<String, String> {
-    match v {
-        Some(s) if !s.is_empty() => Ok(s),
-        _ => Err(missing.to_string()),
-    }
 }
 
 #[cfg(test)]
