@@ -10,6 +10,7 @@ pub(crate) mod consumer;
 mod durable;
 mod message;
 mod poison;
+pub(crate) mod publisher;
 mod pull;
 
 pub(crate) use durable::delete_stream;
