@@ -10,7 +10,9 @@ use backstop_brokers::{
     AckPending, BrokerError, Outgoing, Published, connect_consumer, delete_source, publisher,
 };
 use backstop_core::broker::{BrokerTarget, BrokerUrl, Destination};
-use nats_common::{Names, batch, bridge, js, nats_consumer, nothing_within, publish, receive, url};
+use nats_common::{
+    Names, Proxy, batch, bridge, js, nats_consumer, nothing_within, publish, receive, url,
+};
 use std::time::Duration;
 
 #[tokio::test]
@@ -257,6 +259,40 @@ async fn ack_pending_counts_unacked_deliveries_against_max_ack_pending() {
     assert_eq!(u.ack_pending().await.unwrap(), None);
 }
 
+#[tokio::test]
+async fn a_lost_connection_is_an_error_and_the_next_connection_gets_the_unacked_again() {
+    let Some(url) = url() else { return };
+    let js = js(&url).await;
+    let mut names = Names::new(&url);
+    let (stream, prefix) = names.stream(&js).await;
+    publish(&js, &format!("{prefix}.x"), &[], "held").await;
+    let proxy = Proxy::start(&url).await;
+    let mut config = nats_consumer(&stream, "cut", None);
+    config.ack_wait = Duration::from_secs(1);
+    let mut c = connect_consumer(&bridge(&proxy.url, config.clone()))
+        .await
+        .unwrap();
+    let got = batch(&mut c, 10).await;
+    assert_eq!(got[0].origin["delivered"], 1);
+
+    proxy.cut();
+    let e = tokio::time::timeout(Duration::from_secs(10), c.next_batch(10))
+        .await
+        .expect("an answer within 10 s")
+        .expect_err("an error after the connection is cut");
+    assert!(matches!(e, BrokerError::Connection { .. }), "{e:?}");
+    // Not ridden out: the same consumer keeps saying so until it is dropped (its message
+    // left unacked).
+    assert!(c.next_batch(1).await.is_err());
+    drop(c);
+
+    let mut again = connect_consumer(&bridge(&proxy.url, config)).await.unwrap();
+    let back = batch(&mut again, 10).await;
+    assert_eq!(back[0].body, b"held");
+    assert!(back[0].origin["delivered"].as_i64().unwrap() >= 2);
+    again.ack(vec![back[0].token]).await.unwrap();
+}
+
 fn outgoing<'a>(id: &'a str, attempt: u32, body: &'a [u8]) -> Outgoing<'a> {
     Outgoing {
         id,
@@ -366,6 +402,56 @@ async fn concurrent_publishes_are_pipelined_and_all_confirmed() {
     assert_eq!(info.state.messages, 2000);
     // One at a time this is 2,000 round trips; pipelined it is well under a few seconds.
     assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[tokio::test]
+async fn a_publisher_connects_again_after_its_connection_is_lost() {
+    let Some(url) = url() else { return };
+    let js = js(&url).await;
+    let mut names = Names::new(&url);
+    let (stream, prefix) = names.stream(&js).await;
+    let proxy = Proxy::start(&url).await;
+    let p = publisher(&target(&proxy.url, &format!("{prefix}.cut")));
+    assert_eq!(
+        p.publish(outgoing("before", 1, b"1"), TIMEOUT).await,
+        Published::Confirmed
+    );
+    // Down long enough for async-nats's one reconnect to fail: the client gives up, and the
+    // publisher must open a connection of its own.
+    proxy.refuse(true);
+    proxy.cut();
+    let down = p
+        .publish(outgoing("after", 1, b"2"), Duration::from_secs(2))
+        .await;
+    assert!(matches!(down, Published::Transient(_)), "{down:?}");
+    proxy.refuse(false);
+    let mut outcomes = vec![down];
+    for attempt in 2..=10 {
+        let got = p
+            .publish(outgoing("after", attempt, b"2"), Duration::from_secs(2))
+            .await;
+        let done = got == Published::Confirmed;
+        outcomes.push(got);
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(outcomes.last(), Some(&Published::Confirmed), "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Published::Confirmed | Published::Transient(_))),
+        "{outcomes:?}"
+    );
+    let info = js
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .get_info()
+        .await
+        .unwrap();
+    assert_eq!(info.state.messages, 2, "each task once");
 }
 
 #[tokio::test]

@@ -167,3 +167,66 @@ pub async fn publish(js: &jetstream::Context, subject: &str, headers: &[(&str, &
         .await
         .unwrap();
 }
+
+/// A TCP proxy to the test server whose connections can be cut, as a network failure or a
+/// server restart would, without touching the server other tests share.
+pub struct Proxy {
+    /// `nats://` of the proxy.
+    pub url: String,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    refusing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(server: &str) -> Proxy {
+        let upstream = server.trim_start_matches("nats://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("nats://{}", listener.local_addr().unwrap());
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let held = conns.clone();
+        let refusing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let refuse = refusing.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if refuse.load(Ordering::Relaxed) {
+                    continue; // dropped: closed at once, as a server that is down
+                }
+                let upstream = upstream.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await {
+                        tokio::io::copy_bidirectional(&mut client, &mut server)
+                            .await
+                            .ok();
+                    }
+                });
+                held.lock().unwrap().push(task);
+            }
+        });
+        Proxy {
+            url,
+            conns,
+            refusing,
+            accept,
+        }
+    }
+
+    /// While `true`, every new connection is closed at once.
+    pub fn refuse(&self, refusing: bool) {
+        self.refusing.store(refusing, Ordering::Relaxed);
+    }
+
+    /// Closes every connection through the proxy; new ones are still let through.
+    pub fn cut(&self) {
+        for task in self.conns.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
