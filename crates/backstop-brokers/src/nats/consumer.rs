@@ -119,6 +119,9 @@ impl JetStreamConsumer {
         token
     }
 
+    /// Poison messages due first, then deliveries already in the inbox; with none, waits on
+    /// the open pull request (pulling again as each expires), an advisory or a lost
+    /// connection, whichever comes first.
     async fn take(&mut self, max: usize) -> Result<Vec<Received>, BrokerError> {
         let mut batch = Vec::new();
         loop {

@@ -43,6 +43,9 @@ pub(super) async fn consumer(
     c: &NatsConsumer,
 ) -> Result<PullConsumer, BrokerError> {
     let context = || format!("NATS consumer {:?} of stream {:?}", c.consumer, c.stream);
+    // Looked up before any create: on nats-server 2.9 a create naming an existing durable
+    // with other settings updates it in place (2.10's `action: create` refuses instead), and
+    // a bridge must not overwrite the settings of a consumer someone made.
     // Twice at most: a consumer created by another bridge between our look and our create
     // is found on the second look.
     for _ in 0..2 {
