@@ -65,15 +65,21 @@ pub fn connect_consumer(
                 .await?;
                 Ok(Box::new(c) as Box<dyn Consumer>)
             }
-            BridgeSource::KafkaTopic { .. } | BridgeSource::NatsStream(_) => Err(
-                BrokerError::Config(format!("bridge {}: not built yet", bridge.name)),
-            ),
+            BridgeSource::NatsStream(c) => {
+                let c = crate::nats::consumer::connect(&bridge.broker, c).await?;
+                Ok(Box::new(c) as Box<dyn Consumer>)
+            }
+            BridgeSource::KafkaTopic { .. } => Err(BrokerError::Config(format!(
+                "bridge {}: not built yet",
+                bridge.name
+            ))),
         }
     })
 }
 
 /// Deletes what a bridge consumes, with whatever it still holds (an AMQP queue; a Redis list
-/// and its processing list; a Redis stream): for benches and drills that make their own.
+/// and its processing list; a Redis stream; a JetStream stream with its consumers): for
+/// benches and drills that make their own.
 pub fn delete_source(bridge: &BridgeConfig) -> BoxFuture<'_, Result<(), BrokerError>> {
     Box::pin(async move {
         let url = &bridge.broker;
@@ -92,9 +98,11 @@ pub fn delete_source(bridge: &BridgeConfig) -> BoxFuture<'_, Result<(), BrokerEr
             }
             BridgeSource::RedisList { list, processing } => del(url, &[list, processing]).await,
             BridgeSource::RedisStream { stream, .. } => del(url, &[stream]).await,
-            BridgeSource::KafkaTopic { .. } | BridgeSource::NatsStream(_) => Err(
-                BrokerError::Config(format!("bridge {}: not built yet", bridge.name)),
-            ),
+            BridgeSource::NatsStream(c) => crate::nats::delete_stream(url, c).await,
+            BridgeSource::KafkaTopic { .. } => Err(BrokerError::Config(format!(
+                "bridge {}: not built yet",
+                bridge.name
+            ))),
         }
     })
 }

@@ -11,11 +11,13 @@
 //! | `amqp` | RabbitMQ: manual-ack consumer, confirmed publisher |
 //! | `url` | [`check_url`]: a broker URL checked by its client when the config is read |
 //! | `redis` | Redis: reliable list and stream consumers, list and stream publisher |
+//! | `nats` | NATS JetStream: durable pull consumer with confirmed acks, PubAck publisher |
 
 mod amqp;
 mod consume;
 mod error;
 mod message;
+mod nats;
 mod publish;
 mod redis;
 mod url;

@@ -7,7 +7,7 @@ use backstop_core::broker::{BrokerTarget, Destination};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Published {
     /// The broker confirmed it: routed and persisted (AMQP confirm without a return; the
-    /// reply of `LPUSH`/`XADD`).
+    /// reply of `LPUSH`/`XADD`; a JetStream PubAck, `duplicate` included).
     Confirmed,
     /// Not confirmed, and trying again may help (a nack, an unroutable return, no confirm in
     /// time, a lost connection): the broker's text.
@@ -47,7 +47,10 @@ pub fn publisher(target: &BrokerTarget) -> Box<dyn Publisher> {
         Destination::RedisStream { stream } => Box::new(
             crate::redis::publisher::RedisPublisher::stream(target.broker.clone(), stream.clone()),
         ),
-        Destination::KafkaTopic { .. } | Destination::NatsSubject { .. } => Box::new(Unbuilt),
+        Destination::NatsSubject { subject } => Box::new(
+            crate::nats::publisher::NatsPublisher::new(target.broker.clone(), subject.clone()),
+        ),
+        Destination::KafkaTopic { .. } => Box::new(Unbuilt),
     }
 }
 

@@ -7,6 +7,8 @@ pub enum BrokerKind {
     Amqp,
     /// `redis://`.
     Redis,
+    /// `nats://` (JetStream).
+    Nats,
 }
 
 /// Parses `url` with the client that will use it; the error says what to fix, without the
@@ -32,6 +34,13 @@ pub fn check_url(url: &str) -> Result<BrokerKind, String> {
         "redis" => ::redis::Client::open(url)
             .map(|_| BrokerKind::Redis)
             .map_err(|e| format!("{shown:?} is not a Redis URL: {e}")),
+        "nats" => url
+            .parse::<async_nats::ServerAddr>()
+            .map(|_| BrokerKind::Nats)
+            .map_err(|e| format!("{shown:?} is not a NATS URL: {e}")),
+        "tls" => Err(format!(
+            "{shown:?}: tls:// (NATS over TLS) is not built into this backstop; use nats://"
+        )),
         other => Err(format!(
             "{shown:?}: {other}:// is not a broker this backstop speaks (amqp:// or redis://)"
         )),
@@ -49,6 +58,14 @@ mod tests {
             Ok(BrokerKind::Amqp)
         );
         assert_eq!(check_url("redis://127.0.0.1:6379/0"), Ok(BrokerKind::Redis));
+        assert_eq!(check_url("nats://127.0.0.1:4222"), Ok(BrokerKind::Nats));
+        assert_eq!(
+            check_url("nats://u:pw@127.0.0.1:4222"),
+            Ok(BrokerKind::Nats)
+        );
+        let e = check_url("tls://u:pw@127.0.0.1:4222").unwrap_err();
+        assert!(e.contains("use nats://") && !e.contains(":pw@"), "{e}");
+        assert!(check_url("nats://127.0.0.1:notaport").is_err());
         let e = check_url("127.0.0.1:5672").unwrap_err();
         assert!(e.contains("no scheme"), "{e}");
         let e = check_url("kafka://secretuser:pw@h:9092").unwrap_err();
