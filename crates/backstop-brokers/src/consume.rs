@@ -8,7 +8,9 @@ use backstop_core::broker::{BridgeConfig, BridgeSource};
 /// a Redis processing list or a stream's pending entries are read again first).
 pub trait Consumer: Send {
     /// Waits for at least one message, then returns it with those already waiting, up to
-    /// `max`. An error means the connection is lost: drop the consumer and connect again.
+    /// `max`. It may return none after waiting a while with nothing (a pull that expired),
+    /// so its caller gets to look at [`Consumer::ack_pending`] while the broker is silent.
+    /// An error means the connection is lost: drop the consumer and connect again.
     fn next_batch(&mut self, max: usize) -> BoxFuture<'_, Result<Vec<Received>, BrokerError>>;
 
     /// Acknowledges messages whose tasks are committed (AMQP `basic.ack`, Redis `LREM` or

@@ -39,7 +39,7 @@ mod wakeups;
 pub mod why;
 mod worker_id;
 
-pub use bridges::status::{BridgeState, BridgeView};
+pub use bridges::status::{AckPendingView, BridgeState, BridgeView};
 pub use builder::EngineBuilder;
 pub use callbacks::{CallbackError, CallbackReceipt, CallbackRequest, CallbackSource};
 pub use engine::Engine;

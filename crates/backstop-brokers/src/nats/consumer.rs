@@ -161,7 +161,13 @@ impl JetStreamConsumer {
                 Woken::Delivery(None) => {}
                 Woken::Advisory(Some(m)) => self.advised(&m),
                 Woken::Advisory(None) | Woken::Lost => return Err(self.lost()),
-                Woken::Expired => self.puller.expire(),
+                // Nothing for a whole pull: say so (an empty batch), so the bridge gets to
+                // read the ack-pending count while the server delivers nothing; JetStream
+                // goes silent exactly when that count reaches MaxAckPending.
+                Woken::Expired => {
+                    self.puller.expire();
+                    return Ok(batch);
+                }
             }
         }
     }

@@ -126,12 +126,20 @@ pub fn bridge(url: &str, c: NatsConsumer) -> BridgeConfig {
     }
 }
 
-/// The next batch, failing the test after 10 s instead of hanging.
+/// The next batch that holds something (a pull that expires gives an empty one), failing
+/// the test after 10 s instead of hanging.
 pub async fn batch(c: &mut Box<dyn Consumer>, max: usize) -> Vec<Received> {
-    tokio::time::timeout(Duration::from_secs(10), c.next_batch(max))
+    let taken = async {
+        loop {
+            let b = c.next_batch(max).await.expect("a batch");
+            if !b.is_empty() {
+                return b;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), taken)
         .await
         .expect("a batch within 10 s")
-        .expect("a batch")
 }
 
 /// Batches until `n` messages have come.
@@ -145,8 +153,15 @@ pub async fn receive(c: &mut Box<dyn Consumer>, n: usize) -> Vec<Received> {
 
 /// Asserts that no batch comes within `wait`.
 pub async fn nothing_within(c: &mut Box<dyn Consumer>, wait: Duration) {
-    if let Ok(got) = tokio::time::timeout(wait, c.next_batch(10)).await {
-        let got = got.expect("no error");
+    let taken = async {
+        loop {
+            let b = c.next_batch(10).await.expect("no error");
+            if !b.is_empty() {
+                return b;
+            }
+        }
+    };
+    if let Ok(got) = tokio::time::timeout(wait, taken).await {
         let bodies: Vec<String> = got
             .iter()
             .map(|m| String::from_utf8_lossy(&m.body).into_owned())

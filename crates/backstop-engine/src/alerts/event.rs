@@ -32,11 +32,15 @@ pub enum AlertName {
     /// A broker bridge has been disconnected (or refused by its broker) past the threshold.
     #[serde(rename = "bridge.down")]
     BridgeDown,
+    /// A bridge's broker holds nearly as many unacknowledged deliveries as it allows
+    /// (JetStream's `MaxAckPending`), past which it silently stops delivering.
+    #[serde(rename = "bridge.ack_pending")]
+    BridgeAckPending,
 }
 
 impl AlertName {
     /// Every alert event.
-    pub const ALL: [AlertName; 8] = [
+    pub const ALL: [AlertName; 9] = [
         AlertName::TaskFailed,
         AlertName::TaskRescued,
         AlertName::ReconcilerStalled,
@@ -45,6 +49,7 @@ impl AlertName {
         AlertName::StatementBreaks,
         AlertName::AuditDrift,
         AlertName::BridgeDown,
+        AlertName::BridgeAckPending,
     ];
 
     /// The configured and displayed name.
@@ -58,6 +63,7 @@ impl AlertName {
             AlertName::StatementBreaks => "statement.breaks",
             AlertName::AuditDrift => "audit.drift",
             AlertName::BridgeDown => "bridge.down",
+            AlertName::BridgeAckPending => "bridge.ack_pending",
         }
     }
 }
@@ -71,7 +77,7 @@ impl fmt::Display for AlertName {
 /// An unknown alert event name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift or bridge.down)"
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down or bridge.ack_pending)"
 )]
 pub struct UnknownAlert(pub String);
 

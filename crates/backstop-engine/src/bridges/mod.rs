@@ -117,6 +117,7 @@ impl Bridge {
         consumer: &mut dyn Consumer,
         stop: &mut watch::Receiver<bool>,
     ) -> Option<BrokerError> {
+        let mut pending = PendingWatch::default();
         loop {
             let batch = tokio::select! {
                 b = consumer.next_batch(usize::from(self.config.prefetch.max(1))) => b,
@@ -126,6 +127,12 @@ impl Bridge {
                 Ok(b) => b,
                 Err(e) => return Some(e),
             };
+            if let Err(e) = self.watch_ack_pending(consumer, &mut pending).await {
+                return Some(e);
+            }
+            if batch.is_empty() {
+                continue;
+            }
             let n = batch.len() as u64;
             self.status.received(n);
             let Some(tokens) = self.settle(&batch, stop).await else {
@@ -140,6 +147,41 @@ impl Bridge {
                 return Some(e);
             }
         }
+    }
+
+    /// Reads the broker's count of unacknowledged deliveries once per beat (for a broker that
+    /// keeps one) and raises `bridge.ack_pending` when it nears the limit, once per episode:
+    /// past the limit JetStream silently stops delivering.
+    async fn watch_ack_pending(
+        &self,
+        consumer: &mut dyn Consumer,
+        w: &mut PendingWatch,
+    ) -> Result<(), BrokerError> {
+        if w.read_at.is_some_and(|t| t.elapsed() < self.timing.beat) {
+            return Ok(());
+        }
+        w.read_at = Some(tokio::time::Instant::now());
+        let Some(a) = consumer.ack_pending().await? else {
+            return Ok(());
+        };
+        let view = status::AckPendingView {
+            pending: a.pending,
+            max: a.max,
+        };
+        self.status.set_ack_pending(view);
+        let near = view.near_limit();
+        if near && !w.alerted {
+            tracing::warn!(bridge = %self.config.name, pending = a.pending, max = a.max, "the broker holds nearly as many unacknowledged deliveries as it allows");
+            self.ctx.alerts.raise(crate::alerts::AlertEvent::new(
+                crate::alerts::AlertName::BridgeAckPending,
+                format!(
+                    "bridge {}: {} deliveries unacknowledged of the {} its broker allows; at the limit it delivers nothing more",
+                    self.config.name, a.pending, a.max
+                ),
+            ));
+        }
+        w.alerted = near;
+        Ok(())
     }
 
     /// Writes what each message becomes, retrying the ledger until it takes them (nothing is
@@ -238,6 +280,14 @@ impl Bridge {
     async fn write_beat(&self) {
         write_beat(&self.ctx, &self.status).await
     }
+}
+
+/// When a consumer's unacknowledged deliveries were last read, and whether they were near
+/// the limit then.
+#[derive(Default)]
+struct PendingWatch {
+    read_at: Option<tokio::time::Instant>,
+    alerted: bool,
 }
 
 /// The beat's name: one per bridge and process.

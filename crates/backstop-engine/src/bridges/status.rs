@@ -17,6 +17,7 @@ pub mod names {
     pub const CONNECTED: &str = "backstop_bridge_connected";
     pub const IN_FLIGHT: &str = "backstop_bridge_in_flight";
     pub const RECONNECTS: &str = "backstop_bridge_reconnects_total";
+    pub const ACK_PENDING: &str = "backstop_bridge_ack_pending";
 }
 
 /// Where a bridge is in its life.
@@ -80,10 +81,28 @@ pub struct BridgeView {
     /// When this view was taken (a beat's time for another process's bridge).
     #[serde(with = "backstop_core::wire_time")]
     pub seen_at: Timestamp,
+    /// Deliveries its broker holds unacknowledged, against the broker's limit of them, for a
+    /// broker that stops delivering at that limit (JetStream's `MaxAckPending`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_pending: Option<AckPendingView>,
     /// Its last beat is older than three beat intervals: the process may be gone, and the
     /// state shown is only what it last said.
     #[serde(default)]
     pub stale: bool,
+}
+
+/// Unacknowledged deliveries against the broker's limit, as last read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckPendingView {
+    pub pending: u64,
+    pub max: u64,
+}
+
+impl AckPendingView {
+    /// At or past nine tenths of the limit: the broker is about to stop delivering.
+    pub fn near_limit(&self) -> bool {
+        self.max > 0 && self.pending * 10 >= self.max * 9
+    }
 }
 
 /// The live status of one bridge, shared by its loop and the engine handle.
@@ -97,6 +116,7 @@ pub(crate) struct BridgeStatus {
     counts: Mutex<Counts>,
     reconnects: AtomicU64,
     state: Mutex<(BridgeState, Timestamp, Option<String>)>,
+    ack_pending: Mutex<Option<AckPendingView>>,
     m: Metrics,
 }
 
@@ -119,6 +139,7 @@ struct Metrics {
     reconnects: Counter,
     connected: Gauge,
     in_flight: Gauge,
+    ack_pending: Gauge,
 }
 
 impl BridgeStatus {
@@ -148,6 +169,7 @@ impl BridgeStatus {
             counts: Mutex::new(Counts::default()),
             reconnects: AtomicU64::new(0),
             state: Mutex::new((BridgeState::Connecting, now, None)),
+            ack_pending: Mutex::new(None),
             m: Metrics {
                 received: counter!(names::RECEIVED, "bridge" => b.clone()),
                 inserted: counter!(names::INSERTED, "bridge" => b.clone()),
@@ -155,7 +177,8 @@ impl BridgeStatus {
                 rejected: counter!(names::REJECTED, "bridge" => b.clone()),
                 reconnects: counter!(names::RECONNECTS, "bridge" => b.clone()),
                 connected: gauge!(names::CONNECTED, "bridge" => b.clone()),
-                in_flight: gauge!(names::IN_FLIGHT, "bridge" => b),
+                in_flight: gauge!(names::IN_FLIGHT, "bridge" => b.clone()),
+                ack_pending: gauge!(names::ACK_PENDING, "bridge" => b),
             },
         }
     }
@@ -212,6 +235,12 @@ impl BridgeStatus {
             .set(f64::from(u8::from(state == BridgeState::Running)));
     }
 
+    /// The broker's count of unacknowledged deliveries, as just read.
+    pub(crate) fn set_ack_pending(&self, a: AckPendingView) {
+        *self.ack_pending.lock().expect("not poisoned") = Some(a);
+        self.m.ack_pending.set(a.pending as f64);
+    }
+
     /// Since when it has not been running, if it is not.
     pub(crate) fn down_since(&self) -> Option<Timestamp> {
         let s = self.state.lock().expect("not poisoned");
@@ -244,6 +273,7 @@ impl BridgeStatus {
             last_error,
             since,
             seen_at: now,
+            ack_pending: *self.ack_pending.lock().expect("not poisoned"),
             stale: false,
         }
     }

@@ -89,3 +89,43 @@ pub async fn wait(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bo
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An alert sink on loopback taking `events`, aggregating per 100 ms: the options to give the
+/// engine, and every alert group it received (`{"event": …, "count": …, …}`).
+pub async fn alert_sink(
+    events: Vec<backstop_engine::alerts::AlertName>,
+) -> (
+    backstop_engine::alerts::AlertOptions,
+    Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use axum::routing::post;
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    let app = axum::Router::new().route(
+        "/alerts",
+        post(move |body: axum::body::Bytes| {
+            let g = g.clone();
+            async move {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let mut g = g.lock().unwrap();
+                g.extend(v["alerts"].as_array().cloned().unwrap_or_default());
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/alerts", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let options = backstop_engine::alerts::AlertOptions {
+        sinks: vec![backstop_engine::alerts::AlertSink {
+            name: "ops".into(),
+            url,
+            format: backstop_engine::alerts::AlertFormat::Generic,
+            events,
+            secret: None,
+        }],
+        window: Duration::from_millis(100),
+        failure_rate: None,
+    };
+    (options, got)
+}
