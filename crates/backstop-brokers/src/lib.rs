@@ -11,10 +11,12 @@
 //! | `amqp` | RabbitMQ: manual-ack consumer, confirmed publisher |
 //! | `url` | [`check_url`]: a broker URL checked by its client when the config is read |
 //! | `redis` | Redis: reliable list and stream consumers, list and stream publisher |
+//! | `kafka` | Kafka: consumer group member committing what is acked, idempotent producer |
 
 mod amqp;
 mod consume;
 mod error;
+mod kafka;
 mod message;
 mod publish;
 mod redis;

@@ -7,6 +7,8 @@ pub enum BrokerKind {
     Amqp,
     /// `redis://`.
     Redis,
+    /// `kafka://host:port[,host:port]` (bootstrap servers).
+    Kafka,
 }
 
 /// Parses `url` with the client that will use it; the error says what to fix, without the
@@ -32,8 +34,14 @@ pub fn check_url(url: &str) -> Result<BrokerKind, String> {
         "redis" => ::redis::Client::open(url)
             .map(|_| BrokerKind::Redis)
             .map_err(|e| format!("{shown:?} is not a Redis URL: {e}")),
+        "kafka" => crate::kafka::config::bootstrap_servers(url)
+            .map(|_| BrokerKind::Kafka)
+            .map_err(|e| format!("{shown:?} is not a Kafka URL: {e}")),
+        s if s.starts_with("kafka+") || s == "kafkas" => Err(format!(
+            "{shown:?}: {s}:// (TLS or SASL) is not built into this backstop; use kafka://"
+        )),
         other => Err(format!(
-            "{shown:?}: {other}:// is not a broker this backstop speaks (amqp:// or redis://)"
+            "{shown:?}: {other}:// is not a broker this backstop speaks (amqp://, redis:// or kafka://)"
         )),
     }
 }
@@ -53,6 +61,9 @@ mod tests {
         assert!(e.contains("no scheme"), "{e}");
         let e = check_url("kafka://secretuser:pw@h:9092").unwrap_err();
         assert!(e.contains("kafka://") && !e.contains(":pw@"), "{e}");
+        assert_eq!(check_url("kafka://h:9092"), Ok(BrokerKind::Kafka));
+        let e = check_url("kafka+ssl://h:9093").unwrap_err();
+        assert!(e.contains("not built"), "{e}");
         assert!(check_url("amqp://").is_err());
     }
 }
