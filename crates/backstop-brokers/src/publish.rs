@@ -47,7 +47,11 @@ pub fn publisher(target: &BrokerTarget) -> Box<dyn Publisher> {
         Destination::RedisStream { stream } => Box::new(
             crate::redis::publisher::RedisPublisher::stream(target.broker.clone(), stream.clone()),
         ),
-        Destination::KafkaTopic { .. } | Destination::NatsSubject { .. } => Box::new(Unbuilt),
+        Destination::KafkaTopic { topic } => Box::new(crate::kafka::producer::KafkaPublisher::new(
+            target.broker.clone(),
+            topic.clone(),
+        )),
+        Destination::NatsSubject { .. } => Box::new(Unbuilt),
     }
 }
 

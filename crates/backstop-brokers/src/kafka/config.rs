@@ -1,4 +1,13 @@
-//! A `kafka://host:port[,host:port]` URL as librdkafka's `bootstrap.servers`.
+//! A `kafka://host:port[,host:port]` URL as librdkafka's `bootstrap.servers`, and the settings
+//! every client of backstop's shares.
+
+use backstop_core::broker::BrokerUrl;
+use rdkafka::ClientConfig;
+use std::time::Duration;
+
+/// How long connecting waits for the cluster's metadata: librdkafka itself retries an
+/// unreachable broker for ever, so a bridge would never learn that it cannot connect.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The bootstrap servers of a `kafka://` URL, `host:port,host:port`; the error says what to
 /// fix without repeating the URL (its caller shows the redacted one).
@@ -46,6 +55,19 @@ fn host_port(pair: &str) -> Result<&str, String> {
         Ok(p) if p > 0 => Ok(pair),
         _ => Err(format!("{pair:?}: {port:?} is not a port")),
     }
+}
+
+/// The settings shared by consumers and producers: where to connect, and who we are.
+pub(crate) fn client_config(url: &BrokerUrl) -> Result<ClientConfig, String> {
+    let servers = bootstrap_servers(url.expose())?;
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", servers)
+        .set("client.id", "backstop")
+        // librdkafka's own log lines go to `tracing` through rdkafka's log context at warn
+        // and above; its debug contexts stay off.
+        .set_log_level(rdkafka::config::RDKafkaLogLevel::Warning);
+    Ok(config)
 }
 
 #[cfg(test)]
