@@ -15,7 +15,7 @@ use kafka_common::{
 use rdkafka::consumer::Consumer as _;
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -383,4 +383,112 @@ async fn publishing_to_a_closed_port_is_transient_within_the_timeout() {
     }
     assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
     drop(p);
+}
+
+/// (partition, offset) of a message.
+fn at(m: &Received) -> (i64, i64) {
+    (int(m, "partition"), int(m, "offset"))
+}
+
+/// Polls both consumers (each `select!` drops the other's `next_batch` half-way, which must
+/// lose nothing) until every position in `wanted` has been handed out by one of them.
+async fn drive(
+    a: &mut Box<dyn backstop_brokers::Consumer>,
+    b: &mut Box<dyn backstop_brokers::Consumer>,
+    by_a: &mut Vec<Received>,
+    by_b: &mut Vec<Received>,
+    wanted: &BTreeSet<(i64, i64)>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let seen: BTreeSet<(i64, i64)> = by_a.iter().chain(by_b.iter()).map(at).collect();
+        if wanted.is_subset(&seen) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "seen {seen:?}");
+        tokio::select! {
+            got = a.next_batch(100) => by_a.extend(got.unwrap()),
+            got = b.next_batch(100) => by_b.extend(got.unwrap()),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_second_member_takes_a_partition_and_the_revoked_tokens_commit_nothing() {
+    let Some(url) = url() else { return };
+    let topic = Topic::new(&url, 2).await;
+    let group = unique("group");
+    let config = bridge(&url, &topic.name, &group);
+    let p = producer(&url);
+    for i in 0..20 {
+        produce(
+            &p,
+            &topic.name,
+            Some(i % 2),
+            "k",
+            b"old",
+            OwnedHeaders::new(),
+        )
+        .await;
+    }
+    // A alone holds both partitions: it acks partition 0 (committed: 10) and holds 1.
+    let mut a = connect_consumer(&config).await.unwrap();
+    let first = receive(&mut a, 20).await;
+    let (p0, p1): (Vec<&Received>, Vec<&Received>) = first.iter().partition(|m| at(m).0 == 0);
+    a.ack(p0.iter().map(|m| m.token).collect()).await.unwrap();
+    assert_eq!(
+        committed(&url, &group, &topic.name, 2).await,
+        [Some(10), None]
+    );
+
+    // B joins: the rebalance revokes A's partitions, and partition 1, never committed, is
+    // read again from its start by its new owner (A or B).
+    let mut b = connect_consumer(&config).await.unwrap();
+    let (mut by_a, mut by_b) = (Vec::new(), Vec::new());
+    let again: BTreeSet<(i64, i64)> = (0..10).map(|o| (1, o)).collect();
+    drive(&mut a, &mut b, &mut by_a, &mut by_b, &again).await;
+    // Then records to both partitions, each to be handed out by its one owner.
+    for i in 0..10 {
+        produce(
+            &p,
+            &topic.name,
+            Some(i % 2),
+            "k",
+            b"new",
+            OwnedHeaders::new(),
+        )
+        .await;
+    }
+    let new: BTreeSet<(i64, i64)> = (10..15).flat_map(|o| [(0, o), (1, o)]).collect();
+    drive(&mut a, &mut b, &mut by_a, &mut by_b, &new).await;
+
+    let parts = |ms: &[Received]| ms.iter().map(|m| at(m).0).collect::<BTreeSet<_>>();
+    assert_eq!(parts(&by_b).len(), 1, "B took one partition");
+    assert_eq!(parts(&by_a).len(), 1, "A kept one partition");
+    assert!(
+        parts(&by_a).is_disjoint(&parts(&by_b)),
+        "each has one owner"
+    );
+    let all: Vec<(i64, i64)> = by_a.iter().chain(&by_b).map(at).collect();
+    let distinct: BTreeSet<&(i64, i64)> = all.iter().collect();
+    assert_eq!(all.len(), distinct.len(), "each handed out once: {all:?}");
+
+    // A's tokens of partition 1 from before the rebalance are revoked: acking them is no
+    // error and commits nothing.
+    a.ack(p1.iter().map(|m| m.token).collect()).await.unwrap();
+    assert_eq!(
+        committed(&url, &group, &topic.name, 2).await,
+        [Some(10), None]
+    );
+
+    // Each acks what it got since: everything is committed, nothing was lost.
+    a.ack(by_a.iter().map(|m| m.token).collect()).await.unwrap();
+    b.ack(by_b.iter().map(|m| m.token).collect()).await.unwrap();
+    assert_eq!(
+        committed(&url, &group, &topic.name, 2).await,
+        [Some(15), Some(15)]
+    );
+    close(a).await;
+    close(b).await;
 }
