@@ -12,10 +12,12 @@
 //! | `url` | [`check_url`]: a broker URL checked by its client when the config is read |
 //! | `redis` | Redis: reliable list and stream consumers, list and stream publisher |
 //! | `nats` | NATS JetStream: durable pull consumer with confirmed acks, PubAck publisher |
+//! | `kafka` | Kafka: consumer group member committing what is acked, idempotent producer |
 
 mod amqp;
 mod consume;
 mod error;
+mod kafka;
 mod message;
 mod nats;
 mod publish;

@@ -50,15 +50,9 @@ pub fn publisher(target: &BrokerTarget) -> Box<dyn Publisher> {
         Destination::NatsSubject { subject } => Box::new(
             crate::nats::publisher::NatsPublisher::new(target.broker.clone(), subject.clone()),
         ),
-        Destination::KafkaTopic { .. } => Box::new(Unbuilt),
-    }
-}
-
-/// A destination whose client is not built yet: every publish fails permanently.
-struct Unbuilt;
-
-impl Publisher for Unbuilt {
-    fn publish<'a>(&'a self, _: Outgoing<'a>, _: std::time::Duration) -> BoxFuture<'a, Published> {
-        Box::pin(async { Published::Permanent("not built yet".into()) })
+        Destination::KafkaTopic { topic } => Box::new(crate::kafka::producer::KafkaPublisher::new(
+            target.broker.clone(),
+            topic.clone(),
+        )),
     }
 }

@@ -9,6 +9,8 @@ pub enum BrokerKind {
     Redis,
     /// `nats://` (JetStream).
     Nats,
+    /// `kafka://host:port[,host:port]` (bootstrap servers).
+    Kafka,
 }
 
 /// Parses `url` with the client that will use it; the error says what to fix, without the
@@ -17,7 +19,7 @@ pub fn check_url(url: &str) -> Result<BrokerKind, String> {
     let shown = backstop_core::broker::BrokerUrl::new(url).redacted();
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
-            "{shown:?} has no scheme: use amqp://user:password@host:5672/vhost or redis://host:6379/0"
+            "{shown:?} has no scheme: use amqp://user:password@host:5672/vhost, redis://host:6379/0, kafka://host:9092 or nats://host:4222"
         ));
     };
     if rest.is_empty() {
@@ -41,8 +43,14 @@ pub fn check_url(url: &str) -> Result<BrokerKind, String> {
         "tls" => Err(format!(
             "{shown:?}: tls:// (NATS over TLS) is not built into this backstop; use nats://"
         )),
+        "kafka" => crate::kafka::config::bootstrap_servers(url)
+            .map(|_| BrokerKind::Kafka)
+            .map_err(|e| format!("{shown:?} is not a Kafka URL: {e}")),
+        s if s.starts_with("kafka+") || s == "kafkas" => Err(format!(
+            "{shown:?}: {s}:// (TLS or SASL) is not built into this backstop; use kafka://"
+        )),
         other => Err(format!(
-            "{shown:?}: {other}:// is not a broker this backstop speaks (amqp:// or redis://)"
+            "{shown:?}: {other}:// is not a broker this backstop speaks (amqp://, redis://, kafka:// or nats://)"
         )),
     }
 }
@@ -70,6 +78,9 @@ mod tests {
         assert!(e.contains("no scheme"), "{e}");
         let e = check_url("kafka://secretuser:pw@h:9092").unwrap_err();
         assert!(e.contains("kafka://") && !e.contains(":pw@"), "{e}");
+        assert_eq!(check_url("kafka://h:9092"), Ok(BrokerKind::Kafka));
+        let e = check_url("kafka+ssl://h:9093").unwrap_err();
+        assert!(e.contains("not built"), "{e}");
         assert!(check_url("amqp://").is_err());
     }
 }
