@@ -46,7 +46,14 @@ impl Server {
 
     fn up(&mut self) {
         let child = Command::new(BIN)
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
             .arg(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -188,9 +195,13 @@ async fn a_nats_server_killed_mid_stream_stalls_the_bridge_and_the_target_only_w
             .unwrap()
         }
     };
-    wait("both sides under way", Duration::from_secs(30), async || {
-        count("order.in").await.total() >= 100 && count("order.out").await.succeeded >= 100
-    })
+    wait(
+        "both sides under way",
+        Duration::from_secs(30),
+        async || {
+            count("order.in").await.total() >= 100 && count("order.out").await.succeeded >= 100
+        },
+    )
     .await;
     nats.kill();
     let (ins, outs) = (
@@ -201,29 +212,36 @@ async fn a_nats_server_killed_mid_stream_stalls_the_bridge_and_the_target_only_w
         ins < N as u64 || outs < N as u64,
         "the server went away after everything was done: the test proves nothing"
     );
-    wait("the bridge to see it", Duration::from_secs(10), async || {
-        !engine.bridges()[0].connected
-    })
+    wait(
+        "the bridge to see it",
+        Duration::from_secs(10),
+        async || !engine.bridges()[0].connected,
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     nats.up();
     wait("everything through", Duration::from_secs(90), async || {
-        count("order.in").await.total() == N as u64 && count("order.out").await.succeeded == N as u64
+        count("order.in").await.total() == N as u64
+            && count("order.out").await.succeeded == N as u64
     })
     .await;
     // What the kill left delivered and unacknowledged comes again after AckWait, lands on
     // its task and is acked: the durable ends holding nothing.
     let js = context(&url).await;
-    wait("nothing left pending", Duration::from_secs(30), async || {
-        let info = js
-            .get_stream("IN")
-            .await
-            .unwrap()
-            .consumer_info("backstop")
-            .await
-            .unwrap();
-        (info.num_pending, info.num_ack_pending) == (0, 0)
-    })
+    wait(
+        "nothing left pending",
+        Duration::from_secs(30),
+        async || {
+            let info = js
+                .get_stream("IN")
+                .await
+                .unwrap()
+                .consumer_info("backstop")
+                .await
+                .unwrap();
+            (info.num_pending, info.num_ack_pending) == (0, 0)
+        },
+    )
     .await;
     let v = engine.bridges()[0].clone();
     assert!(v.reconnects >= 1 && v.balanced, "{v:?}");
@@ -257,7 +275,14 @@ async fn a_nats_server_killed_mid_stream_stalls_the_bridge_and_the_target_only_w
         let mut got = 0;
         while let Some(m) = batch.next().await {
             let m = m.unwrap();
-            seen.insert(m.headers.as_ref().unwrap().get("Nats-Msg-Id").unwrap().to_string());
+            seen.insert(
+                m.headers
+                    .as_ref()
+                    .unwrap()
+                    .get("Nats-Msg-Id")
+                    .unwrap()
+                    .to_string(),
+            );
             got += 1;
         }
         if got == 0 {

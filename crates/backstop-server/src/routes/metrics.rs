@@ -124,6 +124,10 @@ fn describe() {
         "Messages a bridge received and has not yet settled in the ledger."
     );
     metrics::describe_counter!(bridge::RECONNECTS, "Times a bridge lost its connection.");
+    metrics::describe_gauge!(
+        bridge::ACK_PENDING,
+        "Deliveries a bridge's broker holds unacknowledged (JetStream), as last read; the broker stops delivering at its MaxAckPending."
+    );
 }
 
 /// Prometheus metrics.

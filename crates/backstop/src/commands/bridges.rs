@@ -59,7 +59,7 @@ fn line(v: &BridgeView, now: jiff::Timestamp) -> String {
         .map(|e| format!("  last error: {e}"))
         .unwrap_or_default();
     format!(
-        "{:<16} {state}{seen} connected={} {} → {}{}  received={} inserted={} deduplicated={} rejected={} in_flight={}{} on {}{error}",
+        "{:<16} {state}{seen} connected={} {} → {}{}  received={} inserted={} deduplicated={} rejected={} in_flight={}{}{} on {}{error}",
         v.name,
         v.connected,
         v.source,
@@ -75,6 +75,9 @@ fn line(v: &BridgeView, now: jiff::Timestamp) -> String {
         v.rejected,
         v.in_flight,
         if v.balanced { "" } else { " UNBALANCED" },
+        v.ack_pending
+            .map(|a| format!(" ack_pending={}/{}", a.pending, a.max))
+            .unwrap_or_default(),
         v.worker,
     )
 }

@@ -300,6 +300,15 @@ async fn bridge_problems(
                 v.name, v.worker, v.received, v.inserted, v.deduplicated, v.rejected, v.in_flight
             ));
         }
+        if let Some(a) = v.ack_pending
+            && !v.stale
+            && a.near_limit()
+        {
+            problems.push(format!(
+                "bridge {} on {}: {} deliveries unacknowledged of the {} its broker allows (MaxAckPending); at the limit it delivers nothing more",
+                v.name, v.worker, a.pending, a.max
+            ));
+        }
         if !v.stale && !v.connected {
             problems.push(format!(
                 "bridge {} on {} is not connected to {}: {}",

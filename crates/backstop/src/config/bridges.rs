@@ -34,6 +34,11 @@ pub(super) struct RawBridge {
     pub(super) declare: Option<bool>,
     pub(super) max_message: Option<usize>,
     pub(super) claim_idle: Option<String>,
+    pub(super) topic: Option<String>,
+    pub(super) subject: Option<String>,
+    pub(super) ack_wait: Option<String>,
+    pub(super) max_deliver: Option<i64>,
+    pub(super) max_ack_pending: Option<i64>,
 }
 
 /// Checks every bridge against the configured kinds; an error names the key
@@ -74,11 +79,18 @@ pub(super) fn bridges(
                 ),
             ));
         }
-        let source = match broker_kind {
-            BrokerKind::Amqp => bridge_sources::amqp(&b, &at),
-            BrokerKind::Redis => bridge_sources::redis(&b, &name, &at),
+        let prefetch = b.prefetch.unwrap_or(DEFAULT_PREFETCH);
+        if prefetch == 0 {
+            return Err(invalid(at("prefetch"), "must be at least 1".into()));
         }
-        .map_err(|(key, m)| invalid(key, m))?;
+        let source = bridge_sources::only_its_keys(&b, broker_kind, &at)
+            .and_then(|()| match broker_kind {
+                BrokerKind::Amqp => bridge_sources::amqp(&b, &at),
+                BrokerKind::Redis => bridge_sources::redis(&b, &name, &at),
+                BrokerKind::Kafka => bridge_sources::kafka(&b, &name, &at),
+                BrokerKind::Nats => bridge_sources::nats(&b, &name, prefetch, &at),
+            })
+            .map_err(|(key, m)| invalid(key, m))?;
         let key = match (&b.key, &source) {
             (Some(k), _) => KeySource::parse(k).map_err(|m| invalid(at("key"), m))?,
             (None, BridgeSource::RedisList { .. }) => {
@@ -87,24 +99,26 @@ pub(super) fn bridges(
                     "missing: a list item has no id, so name its key: a JSON pointer (\"/order_id\")".into(),
                 ));
             }
+            (None, BridgeSource::KafkaTopic { .. }) => KeySource::MessageKey,
             (None, _) => KeySource::MessageId,
         };
-        if matches!(
-            (&key, &source),
-            (
-                KeySource::Field(_),
-                BridgeSource::AmqpQueue(_) | BridgeSource::RedisList { .. }
-            )
-        ) {
+        if matches!(&key, KeySource::Field(_))
+            && !matches!(&source, BridgeSource::RedisStream { .. })
+        {
             return Err(invalid(
                 at("key"),
                 "field:NAME is a Redis stream entry's field; use header:NAME or a JSON pointer"
                     .into(),
             ));
         }
-        let prefetch = b.prefetch.unwrap_or(DEFAULT_PREFETCH);
-        if prefetch == 0 {
-            return Err(invalid(at("prefetch"), "must be at least 1".into()));
+        if matches!(&key, KeySource::MessageKey)
+            && !matches!(&source, BridgeSource::KafkaTopic { .. })
+        {
+            return Err(invalid(
+                at("key"),
+                "message_key is a Kafka message's key; use message_id, header:NAME or a JSON pointer"
+                    .into(),
+            ));
         }
         out.push(BridgeConfig {
             name: name.clone(),
@@ -172,6 +186,110 @@ mod tests {
     }
 
     #[test]
+    fn reads_kafka_and_nats_bridges_with_their_defaults() {
+        let c = Config::parse(
+            &format!(
+                r#"{KINDS}
+            [bridges.orders-in]
+            broker = "kafka://127.0.0.1:9092"
+            topic = "orders"
+            kind = "sms.send"
+            [bridges.orders-js]
+            broker = "nats://127.0.0.1:4222"
+            stream = "ORDERS"
+            consumer = "backstop"
+            subject = "orders.>"
+            kind = "sms.send"
+            key = "/order_id"
+            max_deliver = 5
+            [bridges.plain-js]
+            broker = "nats://127.0.0.1:4222"
+            stream = "ORDERS"
+            kind = "sms.send"
+            "#
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        let by = |n: &str| c.bridges.iter().find(|b| b.name == n).unwrap();
+        let kafka = by("orders-in");
+        assert_eq!(
+            kafka.source,
+            BridgeSource::KafkaTopic {
+                topic: "orders".into(),
+                group: "orders-in".into()
+            }
+        );
+        assert_eq!(kafka.key, KeySource::MessageKey);
+        let BridgeSource::NatsStream(js) = &by("orders-js").source else {
+            panic!("{:?}", by("orders-js"))
+        };
+        assert_eq!(
+            (
+                js.stream.as_str(),
+                js.consumer.as_str(),
+                js.subject.as_deref()
+            ),
+            ("ORDERS", "backstop", Some("orders.>"))
+        );
+        assert_eq!((js.max_deliver, js.max_ack_pending), (5, 1000));
+        assert_eq!(js.ack_wait, std::time::Duration::from_secs(30));
+        let BridgeSource::NatsStream(plain) = &by("plain-js").source else {
+            panic!()
+        };
+        assert_eq!(
+            (plain.consumer.as_str(), plain.max_deliver),
+            ("plain-js", -1)
+        );
+        assert_eq!(by("plain-js").key, KeySource::MessageId);
+    }
+
+    #[test]
+    fn a_bad_kafka_or_nats_bridge_fails_at_load_naming_the_key() {
+        let with = |body: &str| format!("{KINDS}[bridges.b]\nkind = \"sms.send\"\n{body}");
+        let cases = [
+            (
+                with("broker = \"kafka://h:9092\""),
+                "bridges.\"b\".topic: missing",
+            ),
+            (
+                with("broker = \"kafka://h:9092\"\ntopic = \"t\"\nqueue = \"q\""),
+                "bridges.\"b\".queue: only an AMQP or Redis bridge has queue",
+            ),
+            (
+                with("broker = \"amqp://h\"\nqueue = \"q\"\ntopic = \"t\""),
+                "bridges.\"b\".topic: only a Kafka bridge has topic",
+            ),
+            (
+                with("broker = \"nats://h:4222\"\nsubject = \"s\""),
+                "bridges.\"b\".stream: missing",
+            ),
+            (
+                with("broker = \"nats://h:4222\"\nstream = \"S\"\nmax_deliver = 0"),
+                "bridges.\"b\".max_deliver: must be at least 1",
+            ),
+            (
+                with("broker = \"nats://h:4222\"\nstream = \"S\"\nmax_ack_pending = 10"),
+                "bridges.\"b\".max_ack_pending: 10 is below prefetch (64)",
+            ),
+            (
+                with("broker = \"nats://h:4222\"\nstream = \"S\"\nack_wait = \"10ms\""),
+                "bridges.\"b\".ack_wait: must be at least 1s",
+            ),
+            (
+                with("broker = \"nats://h:4222\"\nstream = \"S\"\nkey = \"message_key\""),
+                "bridges.\"b\".key: message_key is a Kafka message's key",
+            ),
+            (
+                with("broker = \"redis://h\"\nqueue = \"l\"\nkey = \"/id\"\nack_wait = \"5s\""),
+                "bridges.\"b\".ack_wait: only a NATS bridge has ack_wait",
+            ),
+        ];
+        let cases: Vec<(&str, &str)> = cases.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+        assert_refused(&cases);
+    }
+
+    #[test]
     fn a_bad_bridge_fails_at_load_naming_the_key() {
         let with = |body: &str| format!("{KINDS}[bridges.b]\n{body}");
         let cases = [
@@ -203,7 +321,7 @@ mod tests {
             ),
             (
                 with("broker = \"amqp://h\"\nqueue = \"q\"\nkind = \"sms.send\"\nstream = \"s\""),
-                "bridges.\"b\".stream: only a Redis bridge",
+                "bridges.\"b\".stream: only a Redis or NATS bridge has stream",
             ),
             (
                 with("broker = \"amqp://h\"\nqueue = \"q\"\nkind = \"sms.send\"\nprefetch = 0"),

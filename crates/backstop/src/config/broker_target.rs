@@ -1,5 +1,6 @@
 //! A kind's broker target: `target = "rabbitmq"` with `broker`, `exchange` and `routing_key`,
-//! or `target = "redis"` with `broker` and `list` or `stream`. Checked when the file is read:
+//! `target = "redis"` with `broker` and `list` or `stream`, `target = "kafka"` with `broker`
+//! and `topic`, or `target = "nats"` with `broker` and `subject`. Checked when the file is read:
 //! a URL without a scheme or a missing exchange fails here, not at the first publish.
 
 use backstop_brokers::{BrokerKind, check_url};
@@ -13,6 +14,8 @@ pub(super) struct BrokerFields {
     pub(super) routing_key: Option<String>,
     pub(super) list: Option<String>,
     pub(super) stream: Option<String>,
+    pub(super) topic: Option<String>,
+    pub(super) subject: Option<String>,
 }
 
 impl BrokerFields {
@@ -24,6 +27,8 @@ impl BrokerFields {
             ("routing_key", self.routing_key.is_some()),
             ("list", self.list.is_some()),
             ("stream", self.stream.is_some()),
+            ("topic", self.topic.is_some()),
+            ("subject", self.subject.is_some()),
         ]
         .into_iter()
         .find_map(|(f, g)| g.then_some(f))
@@ -44,14 +49,34 @@ pub(super) fn broker_target(
     })?;
     let kind = check_url(url).map_err(|m| (at("broker"), m))?;
     let refuse = |field: &str, why: &str| Err((at(field), why.to_string()));
+    // Each target takes its own destination keys; any other is named.
+    let own: &[&str] = match target {
+        "rabbitmq" => &["exchange", "routing_key"],
+        "redis" => &["list", "stream"],
+        "kafka" => &["topic"],
+        _ => &["subject"],
+    };
+    for (field, given) in [
+        ("exchange", b.exchange.is_some()),
+        ("routing_key", b.routing_key.is_some()),
+        ("list", b.list.is_some()),
+        ("stream", b.stream.is_some()),
+        ("topic", b.topic.is_some()),
+        ("subject", b.subject.is_some()),
+    ] {
+        if given && !own.contains(&field) {
+            return refuse(
+                field,
+                &format!(
+                    "a {target} kind publishes to its {}: give {}",
+                    own.join(" and "),
+                    own.join(" and ")
+                ),
+            );
+        }
+    }
     let destination = match (target, kind) {
         ("rabbitmq", BrokerKind::Amqp) => {
-            if b.list.is_some() || b.stream.is_some() {
-                return refuse(
-                    if b.list.is_some() { "list" } else { "stream" },
-                    "a rabbitmq kind publishes to an exchange: give exchange and routing_key",
-                );
-            }
             let exchange = b.exchange.clone().ok_or_else(|| {
                 (
                     at("exchange"),
@@ -70,28 +95,34 @@ pub(super) fn broker_target(
                 routing_key,
             }
         }
-        ("redis", BrokerKind::Redis) => {
-            if b.exchange.is_some() || b.routing_key.is_some() {
+        ("redis", BrokerKind::Redis) => match (&b.list, &b.stream) {
+            (Some(l), None) if !l.is_empty() => Destination::RedisList { list: l.clone() },
+            (None, Some(s)) if !s.is_empty() => Destination::RedisStream { stream: s.clone() },
+            (Some(_), Some(_)) => return refuse("stream", "give list or stream, not both"),
+            _ => return refuse("list", "missing: the list (or stream) to publish to"),
+        },
+        ("kafka", BrokerKind::Kafka) => match &b.topic {
+            Some(t) if !t.is_empty() => Destination::KafkaTopic { topic: t.clone() },
+            _ => return refuse("topic", "missing: the topic to produce to"),
+        },
+        ("nats", BrokerKind::Nats) => match &b.subject {
+            Some(s) if !s.is_empty() && !s.contains(['*', '>', ' ']) => {
+                Destination::NatsSubject { subject: s.clone() }
+            }
+            Some(s) if !s.is_empty() => {
                 return refuse(
-                    if b.exchange.is_some() {
-                        "exchange"
-                    } else {
-                        "routing_key"
-                    },
-                    "a redis kind publishes to a list or a stream: give list or stream",
+                    "subject",
+                    &format!("{s:?} is a wildcard: a publish needs one subject"),
                 );
             }
-            match (&b.list, &b.stream) {
-                (Some(l), None) if !l.is_empty() => Destination::RedisList { list: l.clone() },
-                (None, Some(s)) if !s.is_empty() => Destination::RedisStream { stream: s.clone() },
-                (Some(_), Some(_)) => return refuse("stream", "give list or stream, not both"),
-                _ => return refuse("list", "missing: the list (or stream) to publish to"),
-            }
-        }
+            _ => return refuse("subject", "missing: the JetStream subject to publish to"),
+        },
         (t, k) => {
             let scheme = match k {
                 BrokerKind::Amqp => "an amqp://",
                 BrokerKind::Redis => "a redis://",
+                BrokerKind::Kafka => "a kafka://",
+                BrokerKind::Nats => "a nats://",
             };
             return refuse(
                 "broker",
@@ -160,6 +191,63 @@ mod tests {
                 stream: "sms".into()
             }
         );
+    }
+
+    #[test]
+    fn reads_kafka_and_nats_targets() {
+        let c = Config::parse(
+            r#"
+            [kinds."order.created.out"]
+            target = "kafka"
+            broker = "kafka://127.0.0.1:9092"
+            topic = "orders"
+            [kinds."order.created.js"]
+            target = "nats"
+            broker = "nats://127.0.0.1:4222"
+            subject = "orders.created"
+            "#,
+            "t.toml",
+        )
+        .unwrap();
+        let destination =
+            |name: &str| match &c.kinds.iter().find(|k| k.name == name).unwrap().target {
+                Target::Broker(b) => b.destination.clone(),
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(
+            destination("order.created.out"),
+            Destination::KafkaTopic {
+                topic: "orders".into()
+            }
+        );
+        assert_eq!(
+            destination("order.created.js"),
+            Destination::NatsSubject {
+                subject: "orders.created".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_kafka_or_nats_target_fails_at_load_naming_the_key() {
+        assert_refused(&[
+            (
+                "[kinds.a]\ntarget = \"kafka\"\nbroker = \"kafka://h:9092\"",
+                "kinds.\"a\".topic: missing",
+            ),
+            (
+                "[kinds.a]\ntarget = \"kafka\"\nbroker = \"kafka://h:9092\"\ntopic = \"t\"\nexchange = \"x\"",
+                "kinds.\"a\".exchange: a kafka kind publishes to its topic",
+            ),
+            (
+                "[kinds.a]\ntarget = \"nats\"\nbroker = \"nats://h:4222\"\nsubject = \"orders.>\"",
+                "kinds.\"a\".subject: \"orders.>\" is a wildcard",
+            ),
+            (
+                "[kinds.a]\ntarget = \"nats\"\nbroker = \"kafka://h:9092\"\nsubject = \"s\"",
+                "cannot publish to a kafka:// broker",
+            ),
+        ]);
     }
 
     #[test]

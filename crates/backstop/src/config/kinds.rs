@@ -26,6 +26,8 @@ pub(super) struct RawKind {
     routing_key: Option<String>,
     list: Option<String>,
     stream: Option<String>,
+    topic: Option<String>,
+    subject: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -53,6 +55,8 @@ pub(super) fn kinds(
             routing_key: k.routing_key.clone(),
             list: k.list.clone(),
             stream: k.stream.clone(),
+            topic: k.topic.clone(),
+            subject: k.subject.clone(),
         };
         let target = match k.target.as_deref().unwrap_or("push") {
             "push" => {
@@ -72,7 +76,7 @@ pub(super) fn kinds(
                     secret: k.secret,
                 }
             }
-            "rabbitmq" | "redis" => {
+            "rabbitmq" | "redis" | "kafka" | "nats" => {
                 for (field, given) in [("url", k.url.is_some()), ("secret", k.secret.is_some())] {
                     if given {
                         return Err(invalid(
@@ -100,17 +104,19 @@ pub(super) fn kinds(
                 return Err(invalid(
                     at("target"),
                     format!(
-                        "{other:?} is not a target: use \"push\" (the default), \"pull\", \"rabbitmq\" or \"redis\""
+                        "{other:?} is not a target: use \"push\" (the default), \"pull\", \"rabbitmq\", \"redis\", \"kafka\" or \"nats\""
                     ),
                 ));
             }
         };
-        if !matches!(k.target.as_deref(), Some("rabbitmq" | "redis"))
-            && let Some(field) = broker.given()
+        if !matches!(
+            k.target.as_deref(),
+            Some("rabbitmq" | "redis" | "kafka" | "nats")
+        ) && let Some(field) = broker.given()
         {
             return Err(invalid(
                 at(field),
-                "only a broker target (target = \"rabbitmq\" or \"redis\") has a broker destination".into(),
+                "only a broker target (target = \"rabbitmq\", \"redis\", \"kafka\" or \"nats\") has a broker destination".into(),
             ));
         }
         let mut kc = KindConfig::new(name.clone(), target);
