@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // Each test file uses its own part.
 
+pub mod kafka;
+
 use backstop_core::Store;
 use backstop_engine::{BridgeView, Engine, EngineOptions};
 use backstop_store_sqlite::SqliteStore;
