@@ -5,7 +5,7 @@ acknowledged it, so a record can (rarely) come twice, under the same backstop-ta
 the consumer handles each task id once and counts the repeats.
 
     python3 examples/python-kafka/consumer.py [--topic orders.accepted] [--group fulfilment]
-        [--expect 20] [--idle 10]
+        [--expect 20 [--linger 1]] [--idle 10]
 
 Prints one line per order, then a summary as one JSON line. Exits 1 when a record lacks
 backstop's headers or disagrees with them (key, kind, body), or when --expect N is given and
@@ -27,6 +27,8 @@ def main():
     parser.add_argument("--group", default="fulfilment")
     parser.add_argument("--kind", default="order.created", help="the backstop-kind expected")
     parser.add_argument("--expect", type=int, help="stop once this many orders arrived")
+    parser.add_argument("--linger", type=float, default=0,
+                        help="with --expect: read this many seconds more, to see repeats too")
     parser.add_argument("--idle", type=float, default=10, help="stop after this many seconds without a record")
     args = parser.parse_args()
 
@@ -42,8 +44,9 @@ def main():
     records = duplicates = 0
     problems = []
     last = time.monotonic()
+    complete = None     # when the expected orders had all arrived
     try:
-        while args.expect is None or len(seen) < args.expect:
+        while complete is None or time.monotonic() - complete < args.linger:
             batch = consumer.poll(timeout_ms=500)
             if not batch:
                 if time.monotonic() - last > args.idle:
@@ -80,6 +83,8 @@ def main():
                     print(f"{where} order {key} total {body.get('total')} {body.get('currency')}"
                           f" task {task_id} attempt {h.get('backstop-attempt')}")
             consumer.commit()
+            if complete is None and args.expect is not None and len(seen) >= args.expect:
+                complete = time.monotonic()
     finally:
         consumer.close()
     orders = sorted(seen.values())

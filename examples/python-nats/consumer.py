@@ -6,7 +6,8 @@ retried publish once within the stream's duplicate window; past it a repeat come
 same backstop-task-id, and the consumer handles each task id once and counts the repeats.
 
     python3 examples/python-nats/consumer.py [--stream ORDERS_ACCEPTED]
-        [--subject orders.accepted] [--durable fulfilment] [--expect 20] [--idle 10]
+        [--subject orders.accepted] [--durable fulfilment] [--expect 20 [--linger 1]]
+        [--idle 10]
 
 Prints one line per order, then a summary as one JSON line. Exits 1 when a message lacks
 backstop's headers or disagrees with them (Nats-Msg-Id, key, kind, body), or when --expect N
@@ -31,10 +32,11 @@ async def run(args):
     records = duplicates = 0
     problems = []
     last = time.monotonic()
-    while args.expect is None or len(seen) < args.expect:
+    complete = None     # when the expected orders had all arrived
+    while complete is None or time.monotonic() - complete < args.linger:
         try:
             batch = await sub.fetch(64, timeout=0.5)
-        except NoMessages:
+        except (NoMessages, asyncio.TimeoutError):  # nats-py raises either when none came
             if time.monotonic() - last > args.idle:
                 break
             continue
@@ -67,6 +69,8 @@ async def run(args):
             # The order's real handling (reserve stock, ...) would go here.
             print(f"{where} order {key} total {body.get('total')} {body.get('currency')}"
                   f" task {task_id} attempt {h.get('backstop-attempt')}")
+        if complete is None and args.expect is not None and len(seen) >= args.expect:
+            complete = time.monotonic()
     await nc.close()
     orders = sorted(seen.values())
     if len(set(orders)) != len(orders):
@@ -87,6 +91,8 @@ def main():
     parser.add_argument("--durable", default="fulfilment")
     parser.add_argument("--kind", default="order.created", help="the backstop-kind expected")
     parser.add_argument("--expect", type=int, help="stop once this many orders arrived")
+    parser.add_argument("--linger", type=float, default=0,
+                        help="with --expect: read this many seconds more, to see repeats too")
     parser.add_argument("--idle", type=float, default=10, help="stop after this many seconds without a message")
     sys.exit(asyncio.run(run(parser.parse_args())))
 

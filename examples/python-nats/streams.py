@@ -2,7 +2,7 @@
 """Create (or delete) the two JetStream streams of the story, with nats-py.
 
     python3 examples/python-nats/streams.py create [--orders ORDERS:orders.created]
-        [--accepted ORDERS_ACCEPTED:orders.accepted]
+        [--accepted ORDERS_ACCEPTED:orders.accepted] [--max-age SECONDS]
     python3 examples/python-nats/streams.py delete --orders ... --accepted ...
 
 Each is NAME:SUBJECT. ORDERS holds what the order service publishes; ORDERS_ACCEPTED what
@@ -38,9 +38,11 @@ async def run(args):
                 done[name] = "existing"
             except NotFoundError:
                 # duplicate_window: a publish repeated with the same Nats-Msg-Id within it
-                # (a producer's retry, backstop's retry) is stored once.
+                # (a producer's retry, backstop's retry) is stored once. It cannot be longer
+                # than max_age.
+                window = min(120.0, args.max_age or 120.0)
                 await js.add_stream(StreamConfig(name=name, subjects=[subject],
-                                                 duplicate_window=120.0))
+                                                 duplicate_window=window, max_age=args.max_age))
                 done[name] = "created"
         else:
             try:
@@ -59,6 +61,7 @@ def main():
     parser.add_argument("--orders", type=name_subject, default=("ORDERS", "orders.created"))
     parser.add_argument("--accepted", type=name_subject,
                         default=("ORDERS_ACCEPTED", "orders.accepted"))
+    parser.add_argument("--max-age", type=float, help="messages older than this are dropped")
     asyncio.run(run(parser.parse_args()))
 
 
