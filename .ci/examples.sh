@@ -2,9 +2,13 @@
 # Runs the client examples against a real `backstop serve`: examples/python (enqueue, a pull
 # worker) and examples/php (enqueue, a signed push handler), with the examples' own configs
 # and an API token; then examples/php-rabbitmq (PHP producers on RabbitMQ bridged into the
-# ledger, a flaky push target, an old worker's dead letters taken in and retried) against a
-# second `backstop serve` with that example's config. Also checks that the snippets in
-# README.md and docs/*.md are still the examples' code.
+# ledger, a flaky push target, an old worker's dead letters taken in and retried) and
+# examples/php-redis (a Redis list queue bridged in), and the Python interop stories
+# examples/python-kafka and examples/python-nats (an order service's "order created" events
+# published with kafka-python or nats-py, bridged into the ledger, published again by a kafka
+# or nats kind and read by the example's consumer, each order once), each against a server of
+# its own with that example's config. Also checks that the snippets in README.md and
+# docs/*.md are still the examples' code.
 #
 #   BACKSTOP_BIN=/var/tmp/backstop-target/debug/backstop .ci/examples.sh
 #
@@ -12,7 +16,15 @@
 # BACKSTOP_REQUIRE_PHP=1); for the RabbitMQ part also php-amqplib and RabbitMQ at
 # 127.0.0.1:5672 (guest/guest) (skipped without them, unless BACKSTOP_REQUIRE_RABBITMQ=1; it
 # deletes and declares the queues sms.requests, sms.legacy, sms.dead and the exchange
-# sms.dlx). Takes about 30 seconds.
+# sms.dlx); for the Redis part php-redis and Redis at 127.0.0.1:6379 (unless
+# BACKSTOP_REQUIRE_REDIS=1). The Python + Kafka part needs kafka-python importable by
+# ${BACKSTOP_PYTHON:-python3} and a Kafka-protocol broker at 127.0.0.1:9092 (skipped without
+# them, unless BACKSTOP_REQUIRE_KAFKA=1); it creates two new topics each run and deletes
+# none, since deleting a topic on Tansu crashes the librdkafka consumers still reading it.
+# The Python + NATS part needs nats-py and NATS with JetStream at 127.0.0.1:4222 (unless
+# BACKSTOP_REQUIRE_NATS=1); its two streams are new each run and deleted at its end.
+# E.g. BACKSTOP_PYTHON=/var/tmp/examples-venv/bin/python, a venv with
+# `pip install kafka-python nats-py`. Takes under a minute (about 20 seconds without php).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,6 +77,29 @@ else
     [[ "${BACKSTOP_REQUIRE_REDIS:-0}" == 1 ]] && fail "$why and BACKSTOP_REQUIRE_REDIS=1"
     echo "examples: $why: skipping the PHP + Redis example (BACKSTOP_REQUIRE_REDIS=1 makes this an error)"
 fi
+
+# The Python + Kafka and Python + NATS parts: the client library importable by
+# ${BACKSTOP_PYTHON:-python3}, and the broker listening.
+py=${BACKSTOP_PYTHON:-python3}
+port_open() {
+    python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()' "$1" 2>/dev/null
+}
+# python_story VAR NAME MODULE PORT BROKER REQUIRE: sets VAR to 1 when MODULE imports and PORT
+# is open; else to 0 and says why, or fails when the variable REQUIRE is 1.
+python_story() {
+    local why=""
+    if ! "$py" -c "import $3" 2>/dev/null; then
+        why="$py cannot import $3"
+    elif ! port_open "$4"; then
+        why="$5 is not reachable at 127.0.0.1:$4"
+    fi
+    printf -v "$1" %d "$([[ -z $why ]] && echo 1 || echo 0)"
+    [[ -z $why ]] && return
+    [[ "${!6:-0}" == 1 ]] && fail "$why and $6=1"
+    echo "examples: $why: skipping the Python + $2 example ($6=1 makes this an error)"
+}
+python_story have_kafka Kafka kafka 9092 "a Kafka-protocol broker" BACKSTOP_REQUIRE_KAFKA
+python_story have_nats NATS nats 4222 NATS BACKSTOP_REQUIRE_NATS
 
 work=$(mktemp -d)
 pids=()
@@ -593,6 +628,192 @@ sys.exit(f"examples: sms-redis is {b}; expected {want}") if wrong else print(f" 
         fail "GET /v1/bridges (redis)"
     kill -TERM "$server"
     wait_exit "$server" 20 "backstop serve (redis)"
+fi
+
+# --- Python + Kafka, Python + NATS: examples/python-kafka, examples/python-nats ---------------
+# Both stories are one order service's "order created" events: producer.py publishes them
+# with the broker's Python client, the bridge orders-in makes each an order.created task, the
+# kind publishes it to a second topic or stream, and consumer.py (another team's service)
+# reads them there.
+if ((have_kafka || have_nats)); then
+    # orders_bridge FIELD: that field of the bridge orders-in in GET /v1/bridges, as JSON.
+    orders_bridge() {
+        api /v1/bridges | python3 -c 'import json, sys
+bridges = {b["name"]: b for b in json.load(sys.stdin)["bridges"]}
+print(json.dumps(bridges["orders-in"][sys.argv[1]]) if "orders-in" in bridges else "absent")' "$1"
+    }
+    orders_connected() { alive "$server" "backstop serve" && [[ $(orders_bridge connected) == true ]]; }
+    tasks_of() { api "/v1/tasks?kind=$1&status=$2&limit=1000" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["tasks"]))'; }
+    # orders_done N: N order.created tasks succeeded and the 2 bad messages are failed rejects.
+    orders_done() { [[ $(tasks_of order.created succeeded) == "$1" && $(tasks_of backstop.rejected.orders-in failed) == 2 ]]; }
+    orders_settled() { [[ $(orders_bridge received) == "$1" && $(orders_bridge in_flight) == 0 ]]; }
+    # check_ledger LABEL PRODUCED ORIGIN_KEY ORIGIN_VALUE REASON REASON: one succeeded
+    # order.created task per order, each created from the bridge's topic or stream; the 2 bad
+    # messages are failed rejects with those reasons; GET /v1/bridges balances.
+    check_ledger() {
+        python3 - "$@" <<'EOF'
+import json, os, sys, urllib.request
+label, produced, origin_key, origin_value = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+reasons = sys.argv[5:]
+def get(path):
+    r = urllib.request.Request(os.environ["BACKSTOP_URL"] + path,
+                               headers={"Authorization": "Bearer " + os.environ["BACKSTOP_TOKEN"]})
+    with urllib.request.urlopen(r, timeout=10) as answer:
+        return json.load(answer)
+def check(ok, what):
+    if not ok:
+        sys.exit(f"examples: {label}: {what}")
+orders, n = produced["order_ids"], produced["good"]
+tasks = get("/v1/tasks?kind=order.created&limit=1000")["tasks"]
+keys = sorted(t["key"] for t in tasks)
+check(keys == sorted(orders), f"order.created tasks {keys}, expected one per order {sorted(orders)}")
+check(all(t["status"] == "succeeded" for t in tasks), "an order.created task is not succeeded")
+for t in tasks:
+    created = [e for e in get(f"/v1/tasks/{t['id']}")["events"] if e["type"] == "created"]
+    origin = created[0].get("origin") or {}
+    check(origin.get(origin_key) == origin_value,
+          f"task {t['key']}: its created event's origin is {origin}, expected {origin_key} {origin_value!r}")
+print(f"   {n} order.created tasks succeeded, one per order, each created from {origin_key} {origin_value}")
+rejects = get("/v1/tasks?kind=backstop.rejected.orders-in&limit=1000")["tasks"]
+check(len(rejects) == 2, f"{len(rejects)} backstop.rejected.orders-in tasks, expected 2")
+errors = sorted(t["last_error"] or "" for t in rejects)
+for t in rejects:
+    check(t["status"] == "failed" and t["attempts"] == 0,
+          f"reject {t['id']} is {t['status']} after {t['attempts']} attempts, expected failed after none")
+    check((t["last_error"] or "").startswith("rejected by bridge orders-in: "), f"reject {t['id']}: last_error {t['last_error']!r}")
+for reason in reasons:
+    check(any(reason in e for e in errors), f"no reject says {reason!r}: {errors}")
+for e in errors:
+    print(f"   failed backstop.rejected.orders-in: {e}")
+b = {b["name"]: b for b in get("/v1/bridges")["bridges"]}["orders-in"]
+want = {"state": "running", "connected": True, "received": n + 2, "inserted": n, "deduplicated": 0,
+        "rejected": 2, "in_flight": 0, "balanced": True}
+wrong = {k: b[k] for k, v in want.items() if b[k] != v}
+check(not wrong and b["received"] == b["inserted"] + b["deduplicated"] + b["rejected"],
+      f"GET /v1/bridges: orders-in is {b}; expected {want}")
+print(f"   GET /v1/bridges: orders-in received {n + 2} = inserted {n} + rejected 2, in flight 0")
+EOF
+    }
+    # check_consumed LABEL SUMMARY: consumer.py's summary line names each order.created task
+    # once, under its own key, and nothing else.
+    check_consumed() {
+        python3 - "$@" <<'EOF'
+import json, os, sys, urllib.request
+label, summary = sys.argv[1], json.loads(sys.argv[2])
+r = urllib.request.Request(os.environ["BACKSTOP_URL"] + "/v1/tasks?kind=order.created&limit=1000",
+                           headers={"Authorization": "Bearer " + os.environ["BACKSTOP_TOKEN"]})
+with urllib.request.urlopen(r, timeout=10) as answer:
+    tasks = {t["key"]: t["id"] for t in json.load(answer)["tasks"]}
+def check(ok, what):
+    if not ok:
+        sys.exit(f"examples: {label}: consumer.py {what}")
+check(summary["problems"] == [], f"found problems: {summary['problems']}")
+check(summary["records"] == len(tasks) and summary["duplicates"] == 0,
+      f"read {summary['records']} messages ({summary['duplicates']} repeats), expected {len(tasks)}, once each")
+check(summary["orders"] == tasks, f"saw {summary['orders']}, expected the ledger's {tasks}")
+print(f"   consumer.py read {len(tasks)} orders, each once under its task id and key, with backstop's headers")
+EOF
+    }
+fi
+
+if ((have_kafka)); then
+    pk=examples/python-kafka
+    # New names each run: Tansu does not create topics, and none is ever deleted (deleting a
+    # topic on Tansu crashes the librdkafka consumers still reading it).
+    run_id="ci-$(date +%s)-$$"
+    in_topic="orders.$run_id" out_topic="orders.accepted.$run_id"
+    step "python + kafka: topics.py creates $in_topic and $out_topic"
+    out=$("$py" $pk/topics.py "$in_topic" "$out_topic") || fail "topics.py failed"
+    echo "   $out"
+    [[ $(field existing <<<"$out") == "[]" ]] || fail "topics.py: $in_topic or $out_topic was there already"
+    kfk_port=$(free_port)
+    {
+        cat $pk/backstop.toml
+        printf '\n[[api.tokens]]\nname = "ci"\nsha256 = "%s"\n' "$token_sha256"
+    } | sed -e "s#^topic = \"orders\" #topic = \"$in_topic\" #" \
+            -e "s#^topic = \"orders.accepted\" #topic = \"$out_topic\" #" \
+            -e "s#^group = \"backstop-orders\" #group = \"backstop-orders-$run_id\" #" >"$work/kafka.toml"
+    grep -q "^topic = \"$in_topic\"" "$work/kafka.toml" && grep -q "^topic = \"$out_topic\"" "$work/kafka.toml" &&
+        grep -q "^group = \"backstop-orders-$run_id\"" "$work/kafka.toml" ||
+        fail "$pk/backstop.toml changed its topics or group; update this script"
+    export BACKSTOP_URL="http://127.0.0.1:$kfk_port"
+    step "backstop serve on $BACKSTOP_URL with $pk/backstop.toml (bridge orders-in on $in_topic → kafka $out_topic)"
+    (cd "$work" && NO_COLOR=1 exec "$BACKSTOP_BIN" --config kafka.toml --database "sqlite://$work/kafka.db" \
+        serve --listen "127.0.0.1:$kfk_port") >"$work/backstop-kafka.log" 2>&1 &
+    server=$!
+    pids+=("$server")
+    wait_until "backstop's /readyz" 10 ready
+    wait_until "bridge orders-in to connect" 20 orders_connected
+    n=20
+    step "python + kafka: producer.py sends $n orders (acks=all, keyed by order id) and 2 bad records"
+    out=$("$py" $pk/producer.py --topic "$in_topic" --count $n --bad) || fail "producer.py (kafka) failed"
+    echo "   $out"
+    [[ $(field published <<<"$out") == $((n + 2)) ]] || fail "producer.py published $(field published <<<"$out") records, expected $((n + 2))"
+    wait_until "$n order.created tasks to succeed and 2 rejects" 30 orders_done $n
+    wait_until "bridge orders-in to settle $((n + 2)) records" 10 orders_settled $((n + 2))
+    step "python + kafka: one task per order, from $in_topic; the record that is not JSON and the one without a key are rejects"
+    check_ledger "python + kafka" "$out" topic "$in_topic" "payload is not valid JSON" "no message key" || fail "the ledger disagrees with what producer.py sent"
+    step "python + kafka: consumer.py (group fulfilment-$run_id) reads $out_topic"
+    "$py" $pk/consumer.py --topic "$out_topic" --group "fulfilment-$run_id" --expect $n --linger 1 --idle 20 \
+        >"$work/kafka-consumer.log" 2>&1 || fail "consumer.py (kafka) failed"
+    head -n 3 "$work/kafka-consumer.log" | sed 's/^/   /'
+    echo "   ..."
+    check_consumed "python + kafka" "$(tail -n 1 "$work/kafka-consumer.log")" || fail "consumer.py (kafka) did not see each order once"
+    kill -TERM "$server"
+    wait_exit "$server" 20 "backstop serve (kafka)"
+fi
+
+if ((have_nats)); then
+    pn=examples/python-nats
+    # New names each run; the streams are deleted at the end (and expire within the hour should
+    # the run fail before).
+    run_id="ci-$(date +%s)-$$"
+    tag=${run_id//-/_}
+    in_stream="ORDERS_${tag^^}" in_subject="orders.created.$run_id"
+    out_stream="ORDERS_ACCEPTED_${tag^^}" out_subject="orders.accepted.$run_id"
+    streams=(--orders "$in_stream:$in_subject" --accepted "$out_stream:$out_subject")
+    step "python + nats: streams.py creates $in_stream ($in_subject) and $out_stream ($out_subject)"
+    out=$("$py" $pn/streams.py create "${streams[@]}" --max-age 3600) || fail "streams.py create failed"
+    echo "   $out"
+    [[ $out != *existing* ]] || fail "streams.py: $in_stream or $out_stream was there already"
+    nats_port=$(free_port)
+    {
+        cat $pn/backstop.toml
+        printf '\n[[api.tokens]]\nname = "ci"\nsha256 = "%s"\n' "$token_sha256"
+    } | sed -e "s#^stream = \"ORDERS\" #stream = \"$in_stream\" #" \
+            -e "s#^subject = \"orders.created\" #subject = \"$in_subject\" #" \
+            -e "s#^subject = \"orders.accepted\" #subject = \"$out_subject\" #" >"$work/nats.toml"
+    grep -q "^stream = \"$in_stream\"" "$work/nats.toml" && grep -q "^subject = \"$in_subject\"" "$work/nats.toml" &&
+        grep -q "^subject = \"$out_subject\"" "$work/nats.toml" ||
+        fail "$pn/backstop.toml changed its stream or subjects; update this script"
+    export BACKSTOP_URL="http://127.0.0.1:$nats_port"
+    step "backstop serve on $BACKSTOP_URL with $pn/backstop.toml (bridge orders-in on $in_stream → nats $out_subject)"
+    (cd "$work" && NO_COLOR=1 exec "$BACKSTOP_BIN" --config nats.toml --database "sqlite://$work/nats.db" \
+        serve --listen "127.0.0.1:$nats_port") >"$work/backstop-nats.log" 2>&1 &
+    server=$!
+    pids+=("$server")
+    wait_until "backstop's /readyz" 10 ready
+    wait_until "bridge orders-in to connect" 20 orders_connected
+    n=20
+    step "python + nats: producer.py publishes $n orders (each awaited until its PubAck) and 2 bad messages"
+    out=$("$py" $pn/producer.py --subject "$in_subject" --count $n --bad) || fail "producer.py (nats) failed"
+    echo "   $out"
+    [[ $(field published <<<"$out") == $((n + 2)) ]] || fail "producer.py published $(field published <<<"$out") messages, expected $((n + 2))"
+    wait_until "$n order.created tasks to succeed and 2 rejects" 30 orders_done $n
+    wait_until "bridge orders-in to settle $((n + 2)) messages" 10 orders_settled $((n + 2))
+    step "python + nats: one task per order, from $in_stream; the message that is not JSON and the one without order_id are rejects"
+    check_ledger "python + nats" "$out" stream "$in_stream" "not JSON" "no string or number at /order_id" ||
+        fail "the ledger disagrees with what producer.py published"
+    step "python + nats: consumer.py (durable fulfilment) reads $out_stream"
+    "$py" $pn/consumer.py --stream "$out_stream" --subject "$out_subject" --expect $n --linger 1 --idle 20 \
+        >"$work/nats-consumer.log" 2>&1 || fail "consumer.py (nats) failed"
+    head -n 3 "$work/nats-consumer.log" | sed 's/^/   /'
+    echo "   ..."
+    check_consumed "python + nats" "$(tail -n 1 "$work/nats-consumer.log")" || fail "consumer.py (nats) did not see each order once"
+    kill -TERM "$server"
+    wait_exit "$server" 20 "backstop serve (nats)"
+    out=$("$py" $pn/streams.py delete "${streams[@]}") || fail "streams.py delete failed"
+    echo "   $out"
 fi
 
 echo "examples passed"
