@@ -1,19 +1,22 @@
 //! `backstop bench brokers`: broker bridges and targets on a fresh SQLite ledger
 //! (`synchronous = FULL`), each next to the raw ceiling of the same client in the same run:
 //!
-//! 1. raw consume: a queue (list, stream) of N messages drained by backstop's own consumer,
-//!    acking each batch, with no ledger;
+//! 1. raw consume: a queue (list, stream, topic) of N messages drained by backstop's own
+//!    consumer, acking each batch, with no ledger;
 //! 2. bridge: the same, through a bridge: every message a committed task before its ack;
 //! 3. raw publish: N confirmed publishes by backstop's own publisher, C in flight, no ledger;
 //! 4. target: N tasks of a broker kind (concurrency C), each published and confirmed, its
 //!    outcome committed.
 //!
-//! Channels: `rabbitmq` (a durable queue through the default exchange), `redis list` and
-//! `redis stream`. What is particular to each (making its queue, addressing it, removing it)
-//! is a [`Broker`] in `brokers/`; [`measure`] is the same for all. Each phase that waits on
-//! the broker gives up after [`PHASE_LIMIT`], so a stalled broker ends the bench with an
-//! error instead of a hang.
+//! Channels: `rabbitmq` (a durable queue through the default exchange), `redis list`,
+//! `redis stream`, `kafka` (a topic of its own, read by a consumer group of its own) and
+//! `nats` (a JetStream stream of its own, read by a durable pull consumer). What is particular
+//! to each (making its queue, addressing it, removing it) is a [`Broker`] in `brokers/`;
+//! [`measure`] is the same for all. Each phase that waits on the broker gives up after
+//! [`PHASE_LIMIT`], so a stalled broker ends the bench with an error instead of a hang.
 
+mod kafka;
+mod nats;
 mod rabbitmq;
 mod redis;
 
@@ -22,7 +25,9 @@ use crate::cli::BrokersBenchArgs;
 use crate::commands::print_json;
 use anyhow::{Context as _, Result, bail};
 use backstop::{Engine, EngineOptions, EnqueueRequest, KindConfig, Target, open_store};
-use backstop_brokers::{Outgoing, Published, connect_consumer, delete_source, publisher};
+use backstop_brokers::{
+    BrokerKind, Outgoing, Published, check_url, connect_consumer, delete_source, publisher,
+};
 use backstop_core::broker::{
     BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
 };
@@ -33,7 +38,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// How long one phase (connecting, filling, draining, the bridge, the target) may wait on the
-/// broker before the bench gives up with an error naming it.
+/// broker before the bench gives up with an error naming it. Tansu, the Kafka-protocol test
+/// broker, consumes a few thousand messages a second, so 20,000 take seconds, not minutes.
 const PHASE_LIMIT: Duration = Duration::from_secs(600);
 
 /// One channel of one broker: how its queues are made, addressed and removed. [`measure`]
@@ -88,9 +94,9 @@ pub async fn run(a: BrokersBenchArgs) -> Result<()> {
     if a.messages == 0 || a.concurrency == 0 || a.prefetch == 0 {
         bail!("--messages, --concurrency and --prefetch must be at least 1");
     }
-    if a.amqp.is_none() && a.redis.is_none() {
+    if a.amqp.is_none() && a.redis.is_none() && a.kafka.is_none() && a.nats.is_none() {
         bail!(
-            "give the broker to measure: --amqp amqp://guest:guest@127.0.0.1:5672/%2f and/or --redis redis://127.0.0.1:6379/0"
+            "give the brokers to measure: one or more of --amqp amqp://guest:guest@127.0.0.1:5672/%2f, --redis redis://127.0.0.1:6379/0, --kafka kafka://127.0.0.1:9092, --nats nats://127.0.0.1:4222"
         );
     }
     let mut channels = Vec::new();
@@ -102,11 +108,23 @@ pub async fn run(a: BrokersBenchArgs) -> Result<()> {
         channels.push(measure(&redis::List::new(url, &run), &a).await?);
         channels.push(measure(&redis::Stream::new(url, &run), &a).await?);
     }
+    if let Some(url) = &a.kafka {
+        expect_kind(url, "--kafka", BrokerKind::Kafka)?;
+        channels.push(measure(&kafka::Topic::new(url, &run)?, &a).await?);
+    }
+    if let Some(url) = &a.nats {
+        expect_kind(url, "--nats", BrokerKind::Nats)?;
+        let nats = nats::Streams::connect(url, &run, a.prefetch).await?;
+        let measured = measure(&nats, &a).await;
+        // The streams a failed run left behind, deleted too (after a whole run, none is).
+        nats.delete_left().await;
+        channels.push(measured?);
+    }
     let r = Report {
         messages: a.messages,
         prefetch: a.prefetch,
         concurrency: a.concurrency,
-        durability: "sqlite synchronous=FULL; persistent AMQP messages",
+        durability: "sqlite synchronous=FULL; persistent AMQP messages; Kafka acks=all (idempotent producer); JetStream file storage",
         channels,
     };
     if a.json {
@@ -129,6 +147,16 @@ pub async fn run(a: BrokersBenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses a URL given to the wrong flag (`--kafka nats://…`) before anything is made.
+fn expect_kind(url: &str, flag: &str, kind: BrokerKind) -> Result<()> {
+    let shown = BrokerUrl::new(url).redacted();
+    match check_url(url) {
+        Ok(k) if k == kind => Ok(()),
+        Ok(k) => bail!("{flag} {shown}: a {k:?} URL, not {kind:?}"),
+        Err(e) => bail!("{flag}: {e}"),
+    }
 }
 
 fn uuid_like() -> String {
