@@ -209,9 +209,9 @@ pub enum BenchCommand {
     Reconciler(ReconcilerBenchArgs),
     /// Statement reconciliation of a large statement against a ledger of as many tasks.
     Statement(StatementBenchArgs),
-    /// Broker bridges and targets (RabbitMQ, Redis lists and streams), each next to its raw
-    /// ceiling with the same client: a consumer that acks without a ledger, a confirmed
-    /// publisher without a ledger.
+    /// Broker bridges and targets (RabbitMQ, Redis lists and streams, Kafka, NATS JetStream),
+    /// each next to its raw ceiling with the same client: a consumer that acks without a
+    /// ledger, a confirmed publisher without a ledger.
     Brokers(BrokersBenchArgs),
 }
 
@@ -227,6 +227,14 @@ pub struct BrokersBenchArgs {
     /// The Redis to measure; none: Redis is not measured.
     #[arg(long)]
     pub redis: Option<String>,
+    /// The Kafka cluster to measure (kafka://host:9092), on topics the bench creates (4
+    /// partitions each) and leaves behind; none: Kafka is not measured.
+    #[arg(long)]
+    pub kafka: Option<String>,
+    /// The NATS server to measure (nats://host:4222, JetStream enabled), on streams the bench
+    /// creates and deletes; none: NATS is not measured.
+    #[arg(long)]
+    pub nats: Option<String>,
     /// Unacknowledged messages per bridge (and per raw consumer).
     #[arg(long, value_parser = whole::<u16>, default_value_t = 256)]
     pub prefetch: u16,
