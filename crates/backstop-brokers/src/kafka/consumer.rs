@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// A connected topic consumer.
 pub(crate) struct KafkaConsumer {
-    /// Shared with the blocking tasks that commit and check metadata.
-    consumer: Arc<StreamConsumer<Context>>,
+    /// Shared with the blocking tasks that commit and check metadata; taken by `drop`.
+    consumer: Option<Arc<StreamConsumer<Context>>>,
     offsets: Arc<Mutex<Offsets>>,
     topic: String,
     group: String,
@@ -51,7 +51,11 @@ pub(crate) async fn connect(
         // stream group does, instead of skipping it unseen.
         .set("auto.offset.reset", "earliest")
         .set("allow.auto.create.topics", "false")
-        .set("enable.partition.eof", "false");
+        .set("enable.partition.eof", "false")
+        // A member that dies (a killed process) holds its partitions until the group
+        // notices: 10 s instead of librdkafka's 45 s, so a restarted bridge resumes soon.
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "3000");
     let offsets = Arc::new(Mutex::new(Offsets::default()));
     let context = Context {
         topic: topic.to_string(),
@@ -67,7 +71,7 @@ pub(crate) async fn connect(
         .subscribe(&[topic])
         .map_err(|e| BrokerError::connection(format!("subscribing to topic {topic:?}"), e))?;
     Ok(KafkaConsumer {
-        consumer,
+        consumer: Some(consumer),
         offsets,
         topic: topic.to_string(),
         group: group.to_string(),
@@ -110,7 +114,27 @@ fn missing(topic: &str, url: &BrokerUrl) -> BrokerError {
     ))
 }
 
+impl Drop for KafkaConsumer {
+    /// librdkafka's close blocks until the member has left the group (committing what its
+    /// revocation holds), which takes as long as the broker makes it: on a blocking thread,
+    /// not on the runtime's, where it would stall every other loop of the engine.
+    fn drop(&mut self) {
+        let Some(consumer) = self.consumer.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(move || drop(consumer))),
+            Err(_) => drop(consumer),
+        }
+    }
+}
+
 impl KafkaConsumer {
+    /// The librdkafka consumer, there from connect until drop.
+    fn consumer(&self) -> Arc<StreamConsumer<Context>> {
+        self.consumer.clone().expect("open until dropped")
+    }
+
     fn context(&self, what: &str) -> String {
         format!("{what} topic {:?} group {:?}", self.topic, self.group)
     }
@@ -159,7 +183,7 @@ impl Consumer for KafkaConsumer {
         Box::pin(async move {
             let max = max.max(1);
             // A clone to read through, so that a message borrows it and not `self`.
-            let consumer = self.consumer.clone();
+            let consumer = self.consumer();
             loop {
                 if let Some(e) = self.failed.take() {
                     return Err(e);
@@ -197,7 +221,7 @@ impl Consumer for KafkaConsumer {
             if tokens.is_empty() {
                 return Ok(());
             }
-            let consumer = self.consumer.clone();
+            let consumer = self.consumer();
             let offsets = self.offsets.clone();
             let topic = self.topic.clone();
             // A synchronous commit blocks on the broker: off the runtime's threads. The lock
