@@ -1,6 +1,7 @@
 //! Crash tests of bridges, one per broker: `backstop serve` is killed with SIGKILL 20 times
-//! while its bridge takes 10,000 messages from a real RabbitMQ queue (`BACKSTOP_TEST_AMQP_URL`)
-//! or Redis list (`BACKSTOP_TEST_REDIS_URL`), restarted each time, with
+//! while its bridge takes 10,000 messages from a real RabbitMQ queue (`BACKSTOP_TEST_AMQP_URL`),
+//! Redis list (`BACKSTOP_TEST_REDIS_URL`), JetStream stream (`BACKSTOP_TEST_NATS_URL`) or
+//! Kafka topic (`BACKSTOP_TEST_KAFKA_URL`), restarted each time, with
 //! `engine.bridge_ack_delay` widening the window between a batch's commit and its ack so that
 //! kills land there. In the end there is exactly one task per message, none lost and none
 //! doubled, nothing is left unacknowledged in the broker, and the timelines count the
@@ -236,4 +237,149 @@ async fn redis_list_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
     })
     .await;
     let _: () = r.del(&[&list, &processing]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
+    use async_nats::jetstream::{self, stream};
+    let Some(url) = server("BACKSTOP_TEST_NATS_URL") else {
+        return;
+    };
+    let name = format!("BACKSTOP_CRASH_{}", uuid::Uuid::now_v7().simple());
+    let subject = format!("backstop-test.crash.{}", uuid::Uuid::now_v7().simple());
+    let js = jetstream::new(async_nats::connect(&url).await.unwrap());
+    js.create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut acks = Vec::new();
+    for i in 0..MESSAGES {
+        acks.push(js.publish(subject.clone(), body(i).into()).await.unwrap());
+        if acks.len() == 500 {
+            for a in acks.drain(..) {
+                a.await.unwrap();
+            }
+        }
+    }
+    for a in acks {
+        a.await.unwrap();
+    }
+    // AckWait 2 s: what a kill leaves delivered and unacknowledged comes again soon.
+    let bridge = format!(
+        "broker = \"{url}\"\nstream = \"{name}\"\nconsumer = \"backstop\"\nack_wait = \"2s\"\n"
+    );
+    let left_js = js.clone();
+    let stream_name = name.clone();
+    drill(&bridge, || {
+        let (js, name) = (left_js.clone(), stream_name.clone());
+        async move {
+            match js
+                .get_stream(&name)
+                .await
+                .unwrap()
+                .consumer_info("backstop")
+                .await
+            {
+                Ok(i) => (i.num_pending + i.num_ack_pending as u64) as usize,
+                Err(_) => MESSAGES,
+            }
+        }
+    })
+    .await;
+    let _ = js.delete_stream(&name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_sigkill_between_commit_and_offset_commit_loses_and_doubles_nothing() {
+    use rdkafka::ClientConfig;
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    let Some(url) = server("BACKSTOP_TEST_KAFKA_URL") else {
+        return;
+    };
+    let servers = url.trim_start_matches("kafka://").to_string();
+    // Left on the broker afterwards: deleting a topic on the test broker (Tansu 0.6) crashes
+    // the librdkafka consumers running at the time.
+    let topic = format!("backstop-test-crash-{}", uuid::Uuid::now_v7().simple());
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .create()
+        .unwrap();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for r in admin
+        .create_topics(
+            [&NewTopic::new(&topic, 2, TopicReplication::Fixed(1))],
+            &options,
+        )
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let producer = backstop_brokers::publisher(&backstop_core::broker::BrokerTarget {
+        broker: backstop_core::broker::BrokerUrl::new(&url),
+        destination: backstop_core::broker::Destination::KafkaTopic {
+            topic: topic.clone(),
+        },
+    });
+    let records: Vec<(String, String)> =
+        (0..MESSAGES).map(|i| (format!("O-{i}"), body(i))).collect();
+    for chunk in records.chunks(1000) {
+        let sent = futures_util::future::join_all(chunk.iter().map(|(k, b)| {
+            producer.publish(
+                backstop_brokers::Outgoing {
+                    id: k,
+                    kind: "producer",
+                    key: k,
+                    attempt: 1,
+                    traceparent: None,
+                    body: b.as_bytes(),
+                },
+                Duration::from_secs(30),
+            )
+        }))
+        .await;
+        assert!(
+            sent.iter()
+                .all(|s| *s == backstop_brokers::Published::Confirmed)
+        );
+    }
+    drop(producer);
+    let bridge = format!("broker = \"{url}\"\ntopic = \"{topic}\"\ngroup = \"{topic}\"\n");
+    // What the group has not committed yet: the lag, summed over the partitions.
+    let lag = || {
+        let (servers, topic) = (servers.clone(), topic.clone());
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let c: BaseConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &servers)
+                    .set("group.id", &topic)
+                    .create()
+                    .unwrap();
+                let mut list = rdkafka::TopicPartitionList::new();
+                list.add_partition_range(&topic, 0, 1);
+                let committed = c.committed_offsets(list, Duration::from_secs(10)).unwrap();
+                (0..2)
+                    .map(|p| {
+                        let end = c
+                            .fetch_watermarks(&topic, p, Duration::from_secs(10))
+                            .unwrap()
+                            .1;
+                        let at = match committed.find_partition(&topic, p).map(|e| e.offset()) {
+                            Some(rdkafka::Offset::Offset(o)) => o,
+                            _ => 0,
+                        };
+                        (end - at) as usize
+                    })
+                    .sum::<usize>()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    drill(&bridge, lag).await;
 }
