@@ -9,8 +9,8 @@ use backstop_brokers::{BrokerError, Outgoing, Published, Received, connect_consu
 use backstop_core::broker::{BrokerTarget, BrokerUrl, Destination};
 use futures_util::future::join_all;
 use kafka_common::{
-    Topic, batch, bridge, close, committed, high_watermarks, produce, producer, raw_consumer,
-    receive, unique, url,
+    Topic, batch, bridge, close, committed, high_watermarks, nothing_within, produce, producer,
+    raw_consumer, receive, unique, url,
 };
 use rdkafka::consumer::Consumer as _;
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -491,4 +491,36 @@ async fn a_second_member_takes_a_partition_and_the_revoked_tokens_commit_nothing
     );
     close(a).await;
     close(b).await;
+}
+
+/// Dropping a consumer that is in its group does not hold the runtime's thread while
+/// librdkafka leaves the group: on a one-thread runtime a ticker keeps ticking through it.
+#[tokio::test(flavor = "current_thread")]
+async fn dropping_a_consumer_leaves_the_group_off_the_runtime_thread() {
+    let Some(url) = url() else { return };
+    let topic = Topic::new(&url, 1).await;
+    let p = producer(&url);
+    produce(&p, &topic.name, None, "k", b"{}", OwnedHeaders::new()).await;
+    let group = unique("group");
+    let mut c = connect_consumer(&bridge(&url, &topic.name, &group))
+        .await
+        .unwrap();
+    // In the group, with a partition assigned and a delivery acked: closing has work to do.
+    let got = batch(&mut c, 10).await;
+    c.ack(got.iter().map(|m| m.token).collect()).await.unwrap();
+    let started = Instant::now();
+    drop(c);
+    let dropped_in = started.elapsed();
+    assert!(
+        dropped_in < Duration::from_millis(20),
+        "the drop held the runtime's only thread for {dropped_in:?}"
+    );
+    // The group is left all the same: a new member in it is assigned the partition at once
+    // and has nothing left to read.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut again = connect_consumer(&bridge(&url, &topic.name, &group))
+        .await
+        .unwrap();
+    assert!(nothing_within(&mut again, Duration::from_secs(3)).await);
+    close(again).await;
 }
