@@ -171,7 +171,8 @@ async fn a_kafka_target_produces_each_task_by_its_business_key_with_its_id() {
     };
     let mut lost = KindConfig::new("order.lost", target(&unique("backstop-test-nowhere")));
     lost.max_attempts = 1;
-    let engine = Engine::builder(store_of(&url).await)
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::builder(store(&dir).await)
         .kind(KindConfig::new("order.created.out", target(&topic)))
         .kind(KindConfig::new("order.paid.out", target(&topic)))
         .kind(lost)
@@ -264,10 +265,4 @@ async fn a_kafka_target_produces_each_task_by_its_business_key_with_its_id() {
         }
     }
     assert_eq!(partition_of.len(), 60);
-}
-
-async fn store_of(_url: &str) -> std::sync::Arc<dyn backstop_core::Store> {
-    // The ledger's directory lives as long as the test process: the test's own.
-    let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
-    store(dir).await
 }
