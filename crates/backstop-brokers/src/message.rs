@@ -42,4 +42,8 @@ pub struct Outgoing<'a> {
     pub traceparent: Option<&'a str>,
     /// The payload's exact bytes.
     pub body: &'a [u8],
+    /// How long ago the task was enqueued. No earlier attempt can have published it longer
+    /// ago than this, so a retry within a broker's deduplication window of it is certainly
+    /// deduplicated (JetStream's `Nats-Msg-Id` window).
+    pub since_enqueued: std::time::Duration,
 }

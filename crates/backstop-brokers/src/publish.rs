@@ -9,12 +9,22 @@ pub enum Published {
     /// The broker confirmed it: routed and persisted (AMQP confirm without a return; the
     /// reply of `LPUSH`/`XADD`; a JetStream PubAck, `duplicate` included).
     Confirmed,
+    /// Confirmed, with a fact the attempt records: a JetStream retry the stream took as a
+    /// duplicate of an earlier attempt, or stored as new after its duplicate window.
+    ConfirmedWithNote(String),
     /// Not confirmed, and trying again may help (a nack, an unroutable return, no confirm in
     /// time, a lost connection): the broker's text.
     Transient(String),
     /// Not confirmed, and trying again will not help (a missing exchange, a wrong type at
     /// the key): the broker's text.
     Permanent(String),
+}
+
+impl Published {
+    /// Whether the broker confirmed the publish.
+    pub fn is_confirmed(&self) -> bool {
+        matches!(self, Published::Confirmed | Published::ConfirmedWithNote(_))
+    }
 }
 
 /// A publisher to one destination, shared by every attempt of its kind: publishes from

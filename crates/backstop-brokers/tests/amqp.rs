@@ -233,6 +233,7 @@ fn out<'a>(id: &'a str, body: &'a [u8]) -> Outgoing<'a> {
         attempt: 1,
         traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
         body,
+        since_enqueued: std::time::Duration::ZERO,
     }
 }
 

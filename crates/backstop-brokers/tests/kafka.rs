@@ -196,6 +196,7 @@ fn task<'a>(id: &'a str, key: &'a str, body: &'a [u8]) -> Outgoing<'a> {
         attempt: 2,
         traceparent: Some(TRACEPARENT),
         body,
+        since_enqueued: std::time::Duration::ZERO,
     }
 }
 

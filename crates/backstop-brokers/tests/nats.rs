@@ -308,6 +308,7 @@ fn outgoing<'a>(id: &'a str, attempt: u32, body: &'a [u8]) -> Outgoing<'a> {
         attempt,
         traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
         body,
+        since_enqueued: std::time::Duration::ZERO,
     }
 }
 
@@ -348,11 +349,15 @@ async fn a_publish_carries_the_task_id_and_a_repeat_is_stored_once() {
         Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
     );
 
-    // A retry within the duplicate window: the PubAck says duplicate, which is confirmed.
-    assert_eq!(
-        p.publish(outgoing("task-1", 2, body), TIMEOUT).await,
-        Published::Confirmed
-    );
+    // A retry within the duplicate window: the PubAck says duplicate, which is confirmed,
+    // and noted for the attempt's record.
+    match p.publish(outgoing("task-1", 2, body), TIMEOUT).await {
+        Published::ConfirmedWithNote(n) => assert!(
+            n.contains("already held this task id") && n.contains(&stream),
+            "{n}"
+        ),
+        other => panic!("a duplicate PubAck is confirmed with its note: {other:?}"),
+    }
     let info = js
         .get_stream(&stream)
         .await
@@ -361,6 +366,63 @@ async fn a_publish_carries_the_task_id_and_a_repeat_is_stored_once() {
         .await
         .unwrap();
     assert_eq!(info.state.messages, 1, "stored once");
+}
+
+#[tokio::test]
+async fn a_retry_past_the_duplicate_window_is_noted_and_one_within_it_is_not() {
+    let Some(url) = url() else { return };
+    let js = js(&url).await;
+    let mut names = Names::new(&url);
+    let stream = Names::unique("window");
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: stream.clone(),
+        subjects: vec![format!("{stream}.>")],
+        duplicate_window: Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    names.own(&stream);
+    let p = publisher(&target(&url, &format!("{stream}.sms")));
+    let body = b"{}";
+    let aged = |id, attempt, age| Outgoing {
+        since_enqueued: age,
+        ..outgoing(id, attempt, body)
+    };
+    // A retry whose earlier attempts never reached the stream, within the window of the
+    // task's age: stored as new, and nothing to say.
+    assert_eq!(
+        p.publish(aged("fresh", 2, Duration::from_millis(300)), TIMEOUT)
+            .await,
+        Published::Confirmed
+    );
+    assert_eq!(
+        p.publish(outgoing("old", 1, body), TIMEOUT).await,
+        Published::Confirmed
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past the window the stream no longer knows the id: stored again, and the attempt says
+    // so, with the window it read from the stream.
+    match p
+        .publish(aged("old", 3, Duration::from_millis(1600)), TIMEOUT)
+        .await
+    {
+        Published::ConfirmedWithNote(n) => assert!(
+            n.contains("past stream")
+                && n.contains("duplicate window of 1s")
+                && n.contains("twice"),
+            "{n}"
+        ),
+        other => panic!("a retry past the window is noted: {other:?}"),
+    }
+    let info = js
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .get_info()
+        .await
+        .unwrap();
+    assert_eq!(info.state.messages, 3, "the late retry was stored again");
 }
 
 #[tokio::test]

@@ -32,6 +32,7 @@ fn task<'a>(id: &'a str, body: &'a [u8]) -> Outgoing<'a> {
         attempt: 2,
         traceparent: None,
         body,
+        since_enqueued: std::time::Duration::ZERO,
     }
 }
 

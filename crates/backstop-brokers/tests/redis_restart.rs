@@ -107,6 +107,7 @@ async fn a_publisher_shares_one_connection_and_reconnects_after_it_is_killed() {
         attempt: 1,
         traceparent: None,
         body: b"x",
+        since_enqueued: std::time::Duration::ZERO,
     };
     let mut r = redis(&url).await;
     let before = client_ids(&mut r).await;

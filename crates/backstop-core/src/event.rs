@@ -80,6 +80,8 @@ pub struct Event {
     pub attempt: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<AttemptOutcome>,
+    /// An attempt's error; on a succeeded attempt, its target's note (a JetStream retry
+    /// deduplicated, or stored again past the stream's duplicate window).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

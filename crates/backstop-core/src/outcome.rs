@@ -49,6 +49,9 @@ pub struct AttemptReport {
     pub outcome: Outcome,
     /// The target's HTTP status, for HTTP push.
     pub http_status: Option<u16>,
+    /// What the target said about a successful attempt that the attempt's record keeps
+    /// (a JetStream retry deduplicated, or stored again past the duplicate window).
+    pub note: Option<String>,
 }
 
 impl From<Outcome> for AttemptReport {
@@ -56,6 +59,7 @@ impl From<Outcome> for AttemptReport {
         AttemptReport {
             outcome,
             http_status: None,
+            note: None,
         }
     }
 }

@@ -77,9 +77,9 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
         .start_delay
         .record(crate::metrics::since_due(&task, started_at));
     let clock_start = Instant::now();
-    let (decision, http_status) = if task.expires_at.is_some_and(|e| e <= started_at) {
+    let (decision, http_status, note) = if task.expires_at.is_some_and(|e| e <= started_at) {
         // Past its business validity: compensated, never run.
-        (expired(), None)
+        (expired(), None, None)
     } else {
         let report = slot.executor.attempt(task, cfg.timeout, started_at).await;
         let now = slot.clock.now();
@@ -91,7 +91,7 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
             now,
             rand::random::<f64>(),
         );
-        (d, report.http_status)
+        (d, report.http_status, report.note)
     };
     let completion = Completion {
         lease,
@@ -102,6 +102,7 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Finished {
         reason: decision.reason,
         outcome: decision.attempt_outcome,
         http_status,
+        note,
         started_at,
         ended_at: slot.clock.now(),
         worker: slot.owner.to_string(),

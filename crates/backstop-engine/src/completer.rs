@@ -260,6 +260,7 @@ mod tests {
                     reason: None,
                     outcome: AttemptOutcome::Succeeded,
                     http_status: None,
+                    note: None,
                     started_at: now,
                     ended_at: now,
                     worker: "me".into(),

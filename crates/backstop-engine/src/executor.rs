@@ -88,9 +88,17 @@ impl Executor {
                     attempt: task.attempt,
                     traceparent: task.traceparent.as_deref(),
                     body: &task.payload,
+                    since_enqueued: now
+                        .duration_since(task.created_at)
+                        .try_into()
+                        .unwrap_or_default(),
                 };
                 match publisher.publish(m, timeout).await {
                     backstop_brokers::Published::Confirmed => Outcome::Success.into(),
+                    backstop_brokers::Published::ConfirmedWithNote(note) => AttemptReport {
+                        note: Some(note),
+                        ..Outcome::Success.into()
+                    },
                     backstop_brokers::Published::Transient(e) => Outcome::retry(e).into(),
                     backstop_brokers::Published::Permanent(e) => Outcome::fail(e).into(),
                 }

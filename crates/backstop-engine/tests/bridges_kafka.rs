@@ -37,6 +37,7 @@ async fn produce(p: &dyn Publisher, key: Option<&str>, body: &str) {
                 attempt: 1,
                 traceparent: None,
                 body: body.as_bytes(),
+                since_enqueued: std::time::Duration::ZERO,
             },
             Duration::from_secs(10),
         )

@@ -428,3 +428,111 @@ async fn a_nats_target_publishes_each_task_once_with_its_id_and_succeeds_on_the_
     ids.sort();
     assert_eq!(seen, ids);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_the_stream_already_held_is_noted_on_its_attempt() {
+    let Some(url) = server("BACKSTOP_TEST_NATS_URL") else {
+        return;
+    };
+    let s = Stream::new(&url).await;
+    let config =
+        s.js.get_stream(&s.name)
+            .await
+            .unwrap()
+            .cached_info()
+            .config
+            .clone();
+    // No stream takes the subject for the first attempt: a permanent failure.
+    s.js.delete_stream(&s.name).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir).await;
+    let mut kind = KindConfig::new(
+        "order.created.js",
+        Target::Broker(BrokerTarget {
+            broker: BrokerUrl::new(&url),
+            destination: Destination::NatsSubject {
+                subject: format!("{}.out", s.prefix),
+            },
+        }),
+    );
+    kind.max_attempts = 1;
+    let engine = Engine::builder(store.clone())
+        .kind(kind)
+        .options(options())
+        .build()
+        .unwrap();
+    let task = engine
+        .enqueue(EnqueueRequest {
+            kind: "order.created.js".into(),
+            key: "O-1".into(),
+            payload: br#"{"order_id":"O-1"}"#.to_vec(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let run = Running::start(&engine);
+    let status = async || {
+        store
+            .get(backstop_core::store::GetParams { id: task.id })
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+    };
+    wait(
+        "the first attempt failed",
+        Duration::from_secs(10),
+        async || status().await == Status::Failed,
+    )
+    .await;
+    // The stream is back, holding the task already (as if an earlier publish had landed and
+    // only its PubAck was lost); a person retries the task.
+    s.js.create_stream(config).await.unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", task.id.to_string().as_str());
+    s.js.publish_with_headers(format!("{}.out", s.prefix), headers, "{}".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    engine
+        .retry(backstop_engine::ManualRequest {
+            id: task.id,
+            actor: "test".into(),
+            reason: None,
+        })
+        .await
+        .unwrap();
+    wait("the retry succeeded", Duration::from_secs(10), async || {
+        status().await == Status::Succeeded
+    })
+    .await;
+    run.stop().await;
+    let t = store
+        .get(backstop_core::store::GetParams { id: task.id })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.last_error, None);
+    let tl = store
+        .timeline(TimelineParams { id: task.id })
+        .await
+        .unwrap();
+    let last = tl.iter().rfind(|e| e.kind == EventType::Attempt).unwrap();
+    assert_eq!(last.attempt, Some(2));
+    assert!(
+        last.error
+            .as_deref()
+            .is_some_and(|n| n.contains("already held this task id")),
+        "{last:?}"
+    );
+    let info =
+        s.js.get_stream(&s.name)
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .clone();
+    assert_eq!(info.state.messages, 1, "stored once");
+}

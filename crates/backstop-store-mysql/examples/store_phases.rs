@@ -94,6 +94,7 @@ async fn main() {
                 reason: None,
                 outcome: AttemptOutcome::Succeeded,
                 http_status: Some(200),
+                note: None,
                 started_at: now,
                 ended_at: now,
                 worker: "w".into(),

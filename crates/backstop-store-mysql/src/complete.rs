@@ -193,7 +193,12 @@ async fn update(
                 "att_started_at" => q.bind(ends.then(|| to_ms(c.started_at))),
                 "att_ended_at" => q.bind(ends.then(|| to_ms(c.ended_at))),
                 "att_outcome" => q.bind(ends.then(|| c.outcome.as_str())),
-                "att_error" => q.bind(c.last_error.as_deref().filter(|_| ends)),
+                "att_error" => q.bind(
+                    c.last_error
+                        .as_deref()
+                        .or(c.note.as_deref())
+                        .filter(|_| ends),
+                ),
                 "att_http_status" => q.bind(c.http_status.map(i32::from).filter(|_| ends)),
                 "att_worker" => q.bind(ends.then_some(c.worker.as_str())),
                 other => unreachable!("no value for {other}"),

@@ -88,6 +88,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
                 reason: None,
                 outcome: AttemptOutcome::Succeeded,
                 http_status: Some(200),
+                note: None,
                 started_at: now,
                 ended_at: now,
                 worker: worker.clone(),

@@ -185,6 +185,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
         reason: None,
         outcome,
         http_status: Some(200),
+        note: None,
         started_at: now,
         ended_at: now + jiff::SignedDuration::from_millis(7),
         worker: "w".into(),

@@ -36,9 +36,11 @@ const COMPLETE: &str = "
 WITH c AS (
     SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                          $6::text[], $7::integer[], $8::timestamptz[], $9::timestamptz[],
-                         $10::text[], $11::timestamptz[], $12::bigint[], $13::bigint[])
+                         $10::text[], $11::timestamptz[], $12::bigint[], $13::bigint[],
+                         $15::text[])
         WITH ORDINALITY AS c(id, epoch, status, error, reason, outcome, http_status,
-                             started_at, ended_at, worker, run_at, attempt, duration_ms, ord)
+                             started_at, ended_at, worker, run_at, attempt, duration_ms,
+                             att_error, ord)
 ),
 first AS (
     SELECT DISTINCT ON (id, epoch) * FROM c ORDER BY id, epoch, ord
@@ -61,7 +63,7 @@ done AS (
         att_started_at = CASE WHEN h.status = 'pending' THEN NULL ELSE h.started_at END,
         att_ended_at = CASE WHEN h.status = 'pending' THEN NULL ELSE h.ended_at END,
         att_outcome = CASE WHEN h.status = 'pending' THEN NULL ELSE h.outcome END,
-        att_error = CASE WHEN h.status = 'pending' THEN NULL ELSE h.error END,
+        att_error = CASE WHEN h.status = 'pending' THEN NULL ELSE h.att_error END,
         att_http_status = CASE WHEN h.status = 'pending' THEN NULL ELSE h.http_status END,
         att_worker = CASE WHEN h.status = 'pending' THEN NULL ELSE h.worker END
     FROM held AS h
@@ -155,6 +157,12 @@ async fn apply(
                 .bind_iter(),
         )
         .bind(Time(p.now))
+        // The finished attempt's error, or a success's note.
+        .bind(
+            c.iter()
+                .map(|c| c.last_error.as_deref().or(c.note.as_deref()))
+                .bind_iter(),
+        )
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;

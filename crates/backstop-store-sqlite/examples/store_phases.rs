@@ -79,6 +79,7 @@ async fn main() {
                 reason: None,
                 outcome: AttemptOutcome::Succeeded,
                 http_status: None,
+                note: None,
                 started_at: now,
                 ended_at: now,
                 worker: "w".into(),

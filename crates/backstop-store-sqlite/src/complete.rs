@@ -20,7 +20,7 @@ pub(crate) const FINISH: &str = "
 UPDATE backstop_tasks
 SET status = ?3, run_at = coalesce(?12, run_at), last_error = ?4, reason = ?5,
     lease_owner = NULL, lease_until = NULL, updated_at = ?11,
-    att_ended_at = ?9, att_outcome = ?6, att_error = ?4, att_http_status = ?7,
+    att_ended_at = ?9, att_outcome = ?6, att_error = ?14, att_http_status = ?7,
     att_started_at = ?8, att_worker = ?10
 WHERE id = ?1 AND epoch = ?2 AND status = 1";
 
@@ -79,8 +79,9 @@ fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseR
     for c in completions {
         // Every statement takes the same parameters, each using the ones it needs: ?1 id,
         // ?2 epoch, ?3 status, ?4 error, ?5 reason, ?6 outcome, ?7 HTTP status, ?8 start,
-        // ?9 end, ?10 worker, ?11 now, ?12 next run, ?13 attempt number.
-        let values: [Value<'_>; 13] = [
+        // ?9 end, ?10 worker, ?11 now, ?12 next run, ?13 attempt number, ?14 the attempt's
+        // error (or a success's note).
+        let values: [Value<'_>; 14] = [
             id_bytes(&c.lease.id).into(),
             c.lease.epoch.into(),
             status_code(c.status).into(),
@@ -94,6 +95,7 @@ fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseR
             now.into(),
             c.run_at.map(to_ms).into(),
             i64::from(c.attempt).into(),
+            c.last_error.as_deref().or(c.note.as_deref()).into(),
         ];
         let applied = if c.status == Status::Pending {
             let (record, update) = match &mut retry {
@@ -108,10 +110,10 @@ fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseR
                 Some(s) => s,
                 None => finish.insert(db.prepare(FINISH)?),
             };
-            update.execute(&values[..12])?
+            update.execute(&values)?
         };
         if applied == 0 {
-            db.prepare(RECORD_STALE)?.execute(&values)?;
+            db.prepare(RECORD_STALE)?.execute(&values[..13])?;
             stale.push(c.lease);
         }
     }

@@ -78,6 +78,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                             reason: None,
                             outcome: AttemptOutcome::Succeeded,
                             http_status: Some(200),
+                            note: None,
                             started_at: now,
                             ended_at: now,
                             worker: format!("w{w}"),

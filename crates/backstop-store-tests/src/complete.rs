@@ -33,6 +33,24 @@ pub async fn success_completes_and_records_the_attempt(store: S) {
     );
 }
 
+pub async fn a_success_note_is_the_attempts_error_and_not_the_tasks(store: S) {
+    let id = put(&*store, task("k", "noted", "{}")).await;
+    let c = claim(&*store, "k", "w1", 1, at(1)).await.remove(0);
+    let mut done = completion(&c, Status::Succeeded, AttemptOutcome::Succeeded, at(1));
+    done.note = Some("stored as new past the duplicate window".into());
+    complete(&*store, vec![done], at(2)).await;
+    let t = store.get(GetParams { id }).await.unwrap().unwrap();
+    assert_eq!(t.status, Status::Succeeded);
+    assert_eq!(t.last_error, None, "a note is no error of the task");
+    let tl = store.timeline(TimelineParams { id }).await.unwrap();
+    let a = tl.iter().find(|e| e.kind == EventType::Attempt).unwrap();
+    assert_eq!(a.outcome, Some(AttemptOutcome::Succeeded));
+    assert_eq!(
+        a.error.as_deref(),
+        Some("stored as new past the duplicate window")
+    );
+}
+
 pub async fn retry_reschedules_and_keeps_every_attempt(store: S) {
     let id = put(&*store, task("k", "flaky", "{}")).await;
     let c1 = claim(&*store, "k", "w1", 1, at(1)).await.remove(0);

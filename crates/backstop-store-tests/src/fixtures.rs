@@ -86,6 +86,7 @@ pub fn completion(
         reason: None,
         outcome,
         http_status: None,
+        note: None,
         started_at: now,
         ended_at: now + SignedDuration::from_millis(25),
         worker: "w1".into(),

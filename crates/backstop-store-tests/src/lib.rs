@@ -55,6 +55,7 @@ macro_rules! conformance_suite {
             claim_respects_the_limit_and_run_at_order,
             concurrent_claims_never_share_a_task,
             success_completes_and_records_the_attempt,
+            a_success_note_is_the_attempts_error_and_not_the_tasks,
             retry_reschedules_and_keeps_every_attempt,
             failure_and_skip_end_the_task_with_reasons,
             stale_completion_is_rejected_and_recorded,

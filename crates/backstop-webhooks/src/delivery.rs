@@ -115,6 +115,7 @@ impl DeliveryClient {
         AttemptReport {
             outcome: classify_response(&facts, now),
             http_status: Some(status),
+            note: None,
         }
     }
 }

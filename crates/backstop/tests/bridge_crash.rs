@@ -338,6 +338,7 @@ async fn kafka_sigkill_between_commit_and_offset_commit_loses_and_doubles_nothin
                     attempt: 1,
                     traceparent: None,
                     body: b.as_bytes(),
+                    since_enqueued: std::time::Duration::ZERO,
                 },
                 Duration::from_secs(30),
             )

@@ -82,6 +82,7 @@ async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Time
             reason: None,
             outcome: AttemptOutcome::Succeeded,
             http_status: Some(200),
+            note: None,
             started_at: now,
             ended_at: now,
             worker: "w1".into(),

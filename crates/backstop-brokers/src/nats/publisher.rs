@@ -7,15 +7,21 @@
 //!
 //! Each message carries `Nats-Msg-Id: <task id>`, so a retry within the stream's duplicate
 //! window is stored once (its PubAck says `duplicate`, and counts as confirmed). A retry
-//! after the window is stored again: JetStream cannot tell, nor can the publisher.
+//! after the window is stored again: JetStream cannot tell, nor can the publisher. So a
+//! retry's PubAck is noted on its attempt: a duplicate says an earlier attempt had reached
+//! the stream; stored as new while the task is older than the stream's window (read once
+//! per stream, only by retries) says a consumer may see it twice.
 
 use super::connection;
 use super::message::MSG_ID;
 use crate::{BoxFuture, Outgoing, Published, Publisher};
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue};
 use async_nats::jetstream::context::{Context, ContextBuilder, PublishErrorKind};
+use async_nats::jetstream::publish::PublishAck;
 use async_nats::{Client, connection::State};
 use backstop_core::broker::BrokerUrl;
+use backstop_core::duration::format_duration;
+use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
@@ -36,6 +42,8 @@ pub(crate) struct NatsPublisher {
     url: BrokerUrl,
     subject: String,
     slot: Mutex<Slot>,
+    /// Each stream's duplicate window, read by the first retry that needs it.
+    windows: Mutex<HashMap<String, Duration>>,
 }
 
 impl NatsPublisher {
@@ -44,6 +52,54 @@ impl NatsPublisher {
             url,
             subject,
             slot: Mutex::new(Slot::default()),
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The duplicate window of `stream`, from its config (read once, then remembered).
+    async fn window(&self, js: &Context, stream: &str) -> Result<Duration, String> {
+        if let Some(w) = self.windows.lock().await.get(stream) {
+            return Ok(*w);
+        }
+        // The context's own bound is the PubAck ceiling: far too long for a lookup.
+        let info = tokio::time::timeout(Duration::from_secs(5), js.get_stream(stream))
+            .await
+            .map_err(|_| "no answer in 5 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        let w = info.cached_info().config.duplicate_window;
+        self.windows.lock().await.insert(stream.to_string(), w);
+        Ok(w)
+    }
+
+    /// What a retry's PubAck tells about earlier attempts, for its attempt's record; nothing
+    /// for a first attempt, or a retry stored as new within the window (no earlier attempt
+    /// reached the stream).
+    async fn note(&self, js: &Context, m: &Outgoing<'_>, ack: &PublishAck) -> Option<String> {
+        if m.attempt <= 1 {
+            return None;
+        }
+        if ack.duplicate {
+            return Some(format!(
+                "stream {:?} already held this task id (Nats-Msg-Id) from an earlier attempt: not stored again",
+                ack.stream
+            ));
+        }
+        let age = format!("{:.1} s", m.since_enqueued.as_secs_f64());
+        match self.window(js, &ack.stream).await {
+            Ok(w) if m.since_enqueued < w => None,
+            Ok(w) => Some(format!(
+                "published {age} after the task was enqueued, past stream {:?}'s duplicate window of {}, \
+                 and stored as new (sequence {}): if an earlier attempt reached the stream, it now holds \
+                 this task twice (consumers deduplicate on Nats-Msg-Id)",
+                ack.stream,
+                format_duration(w),
+                ack.sequence
+            )),
+            Err(e) => Some(format!(
+                "stored as new (sequence {}) {age} after the task was enqueued; stream {:?}'s duplicate \
+                 window could not be read ({e}), so whether an earlier attempt is stored too is unknown",
+                ack.sequence, ack.stream
+            )),
         }
     }
 
@@ -118,9 +174,11 @@ impl Publisher for NatsPublisher {
                 Err(e) => return Published::Permanent(format!("{}: {e}", self.describe())),
             };
             let mut used = None;
+            let mut context = None;
             let attempt = async {
                 let (generation, js) = self.context().await?;
                 used = Some(generation);
+                context = Some(js.clone());
                 let body = m.body.to_vec().into();
                 let sent = js
                     .publish_with_headers(self.subject.clone(), headers, body)
@@ -149,7 +207,14 @@ impl Publisher for NatsPublisher {
                             "PubAck says duplicate: the stream already holds this task id"
                         );
                     }
-                    Published::Confirmed
+                    let note = match &context {
+                        Some(js) => self.note(js, &m, &ack).await,
+                        None => None,
+                    };
+                    match note {
+                        Some(n) => Published::ConfirmedWithNote(n),
+                        None => Published::Confirmed,
+                    }
                 }
                 Ok(Ok(Err(e))) => {
                     let text = format!("{}: {e}", self.describe());
@@ -186,6 +251,7 @@ mod tests {
             attempt: 2,
             traceparent,
             body: b"{}",
+            since_enqueued: Duration::ZERO,
         }
     }
 

@@ -89,6 +89,9 @@ pub struct Completion {
     pub outcome: AttemptOutcome,
     /// The target's HTTP status, for push targets.
     pub http_status: Option<u16>,
+    /// A successful attempt's note from its target, kept as the attempt's `error` on the
+    /// timeline (the task's `last_error` stays empty). Ignored when `last_error` is set.
+    pub note: Option<String>,
     /// When the attempt started.
     pub started_at: Timestamp,
     /// When it ended.

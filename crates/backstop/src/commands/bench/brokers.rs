@@ -26,7 +26,7 @@ use crate::commands::print_json;
 use anyhow::{Context as _, Result, bail};
 use backstop::{Engine, EngineOptions, EnqueueRequest, KindConfig, Target, open_store};
 use backstop_brokers::{
-    BrokerKind, Outgoing, Published, check_url, connect_consumer, delete_source, publisher,
+    BrokerKind, Outgoing, check_url, connect_consumer, delete_source, publisher,
 };
 use backstop_core::broker::{
     BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
@@ -206,6 +206,7 @@ async fn fill(url: &str, destination: Destination, n: usize, c: usize) -> Result
                         attempt: 1,
                         traceparent: None,
                         body,
+                        since_enqueued: std::time::Duration::ZERO,
                     },
                     Duration::from_secs(30),
                 )
@@ -214,7 +215,7 @@ async fn fill(url: &str, destination: Destination, n: usize, c: usize) -> Result
         })
         .buffer_unordered(c);
     while let Some(r) = results.next().await {
-        if r != Published::Confirmed {
+        if !r.is_confirmed() {
             bail!("a publish was not confirmed: {r:?}");
         }
     }

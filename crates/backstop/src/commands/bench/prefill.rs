@@ -95,6 +95,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                             reason: None,
                             outcome: AttemptOutcome::Succeeded,
                             http_status: None,
+                            note: None,
                             started_at: now,
                             ended_at: ended,
                             worker: owner.clone(),
