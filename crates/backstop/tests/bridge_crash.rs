@@ -57,8 +57,9 @@ async fn tasks(store: &Arc<dyn backstop_core::Store>) -> usize {
 }
 
 /// Kills and restarts `serve` while the bridge drains, then lets a last process finish;
-/// `left` says how many messages the broker still holds unacknowledged.
-async fn drill<F, Fut>(bridge: &str, left: F)
+/// `left` says how many messages the broker still holds unacknowledged; `rejoin_after` is
+/// how long the last process waits for the killed members to be gone from the broker.
+async fn drill<F, Fut>(bridge: &str, left: F, rejoin_after: Duration)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = usize>,
@@ -90,10 +91,8 @@ where
         "only {killed} kills landed before the drain ended"
     );
 
-    // A last process takes the rest, once the killed members' sessions (10 s for Kafka) have
-    // expired: the test Kafka broker (Tansu 0.6.0) may give a member that replaces a killed
-    // one before then an empty assignment and never rebalance it.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // A last process takes the rest.
+    tokio::time::sleep(rejoin_after).await;
     let mut serve = w.serve();
     let s = store.clone();
     wait_for(
@@ -201,12 +200,16 @@ async fn rabbitmq_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
     }
     assert!(ch.wait_for_confirms().await.unwrap().is_empty());
     let bridge = format!("broker = \"{url}\"\nqueue = \"{queue}\"\n");
-    drill(&bridge, || async {
-        ch.queue_declare(q(), declare(true), FieldTable::default())
-            .await
-            .unwrap()
-            .message_count() as usize
-    })
+    drill(
+        &bridge,
+        || async {
+            ch.queue_declare(q(), declare(true), FieldTable::default())
+                .await
+                .unwrap()
+                .message_count() as usize
+        },
+        Duration::ZERO,
+    )
     .await;
     let _ = ch.queue_delete(q(), QueueDeleteOptions::default()).await;
 }
@@ -229,15 +232,19 @@ async fn redis_list_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
     }
     let bridge = format!("broker = \"{url}\"\nqueue = \"{list}\"\nprocessing = \"{processing}\"\n");
     let conn = r.clone();
-    drill(&bridge, || {
-        let mut c = conn.clone();
-        let (l, p) = (list.clone(), processing.clone());
-        async move {
-            let a: usize = c.llen(&l).await.unwrap();
-            let b: usize = c.llen(&p).await.unwrap();
-            a + b
-        }
-    })
+    drill(
+        &bridge,
+        || {
+            let mut c = conn.clone();
+            let (l, p) = (list.clone(), processing.clone());
+            async move {
+                let a: usize = c.llen(&l).await.unwrap();
+                let b: usize = c.llen(&p).await.unwrap();
+                a + b
+            }
+        },
+        Duration::ZERO,
+    )
     .await;
     let _: () = r.del(&[&list, &processing]).await.unwrap();
 }
@@ -276,21 +283,25 @@ async fn nats_sigkill_between_commit_and_ack_loses_and_doubles_nothing() {
     );
     let left_js = js.clone();
     let stream_name = name.clone();
-    drill(&bridge, || {
-        let (js, name) = (left_js.clone(), stream_name.clone());
-        async move {
-            match js
-                .get_stream(&name)
-                .await
-                .unwrap()
-                .consumer_info("backstop")
-                .await
-            {
-                Ok(i) => (i.num_pending + i.num_ack_pending as u64) as usize,
-                Err(_) => MESSAGES,
+    drill(
+        &bridge,
+        || {
+            let (js, name) = (left_js.clone(), stream_name.clone());
+            async move {
+                match js
+                    .get_stream(&name)
+                    .await
+                    .unwrap()
+                    .consumer_info("backstop")
+                    .await
+                {
+                    Ok(i) => (i.num_pending + i.num_ack_pending as u64) as usize,
+                    Err(_) => MESSAGES,
+                }
             }
-        }
-    })
+        },
+        Duration::ZERO,
+    )
     .await;
     let _ = js.delete_stream(&name).await;
 }
@@ -385,5 +396,7 @@ async fn kafka_sigkill_between_commit_and_offset_commit_loses_and_doubles_nothin
             .unwrap()
         }
     };
-    drill(&bridge, lag).await;
+    // Past the killed members' 10 s sessions: the test broker (Tansu 0.6.0) may give a member
+    // that replaces a killed one before then an empty assignment and never rebalance it.
+    drill(&bridge, lag, Duration::from_secs(12)).await;
 }
