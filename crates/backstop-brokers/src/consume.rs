@@ -14,8 +14,16 @@ pub trait Consumer: Send {
     fn next_batch(&mut self, max: usize) -> BoxFuture<'_, Result<Vec<Received>, BrokerError>>;
 
     /// Acknowledges messages whose tasks are committed (AMQP `basic.ack`, Redis `LREM` or
-    /// `XACK`). Returns when the broker has been told.
+    /// `XACK`, JetStream's `+ACK`). Returns when the broker has been told, except that a
+    /// broker which confirms acks (JetStream) may have this call's confirmations checked by
+    /// the next call or by [`Consumer::settle_acks`]; one not confirmed is that call's error.
     fn ack(&mut self, tokens: Vec<AckToken>) -> BoxFuture<'_, Result<(), BrokerError>>;
+
+    /// Waits until every ack sent is confirmed by the broker (for a broker that confirms
+    /// them; the others are done when [`Consumer::ack`] returns).
+    fn settle_acks(&mut self) -> BoxFuture<'_, Result<(), BrokerError>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// How many deliveries the broker holds unacknowledged against its own limit, for a
     /// broker that stops delivering at that limit (JetStream's `MaxAckPending`); `None` for

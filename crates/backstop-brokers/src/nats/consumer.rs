@@ -4,6 +4,12 @@
 //! again, to this connection or the next; past `MaxDeliver` deliveries JetStream gives up
 //! and the message is handed out once more as poison (see [`super::poison`]).
 //!
+//! Two things overlap the bridge's ledger commit: the next pull is asked for as a batch is
+//! handed out (so the server delivers it while the ledger writes this one), and a batch's
+//! acks are sent at once and their confirmations awaited only before the next batch's acks
+//! are sent, or by [`Consumer::settle_acks`]. An ack still unconfirmed when the connection
+//! goes is not lost work: the message comes again after `AckWait` onto the same task.
+//!
 //! A lost connection is not ridden out: the next call returns [`BrokerError::Connection`]
 //! and the bridge connects again. What was delivered on the lost connection is delivered
 //! again after `AckWait`, and the ledger's key absorbs the duplicate.
@@ -50,6 +56,8 @@ pub(crate) struct JetStreamConsumer {
     shown: String,
     outstanding: HashMap<AckToken, Held>,
     next_token: u64,
+    /// The last batch's acks, sent and not yet known to be confirmed.
+    confirming: Option<tokio::task::JoinHandle<Result<(), BrokerError>>>,
 }
 
 /// Connects, gets the stream (it must exist) and gets or creates the durable consumer, then
@@ -90,6 +98,7 @@ pub(crate) async fn connect(
         shown,
         outstanding: HashMap::new(),
         next_token: 0,
+        confirming: None,
     })
 }
 
@@ -102,6 +111,27 @@ enum Woken {
 }
 
 impl JetStreamConsumer {
+    /// Waits for the acks sent last to be confirmed; an error says how many were not.
+    async fn confirmed(&mut self) -> Result<(), BrokerError> {
+        let Some(handle) = self.confirming.take() else {
+            return Ok(());
+        };
+        match handle.await {
+            Ok(r) => r,
+            Err(e) => Err(BrokerError::connection(
+                "confirming acks on a NATS consumer",
+                std::io::Error::other(e.to_string()),
+            )),
+        }
+    }
+
+    fn acking_what(&self) -> String {
+        format!(
+            "acking on NATS consumer {:?} of stream {:?}",
+            self.consumer_name, self.stream_name
+        )
+    }
+
     fn lost(&self) -> BrokerError {
         BrokerError::connection(
             format!(
@@ -128,6 +158,10 @@ impl JetStreamConsumer {
             if *self.lost.borrow() {
                 return Err(self.lost());
             }
+            // Acks that failed show as soon as they are known, not only at the next ack.
+            if self.confirming.as_ref().is_some_and(|h| h.is_finished()) {
+                self.confirmed().await?;
+            }
             while let Some(Some(m)) = self.advisories.next().now_or_never() {
                 self.advised(&m);
             }
@@ -145,6 +179,8 @@ impl JetStreamConsumer {
                 batch.extend(self.delivery(m));
             }
             if !batch.is_empty() {
+                // The next batch is on its way while the caller commits this one.
+                self.puller.request(max).await?;
                 return Ok(batch);
             }
             self.puller.request(max).await?;
@@ -276,6 +312,8 @@ impl Consumer for JetStreamConsumer {
 
     fn ack(&mut self, tokens: Vec<AckToken>) -> BoxFuture<'_, Result<(), BrokerError>> {
         Box::pin(async move {
+            // One batch's confirmations in flight at a time: the last one's first.
+            self.confirmed().await?;
             let replies: Vec<Subject> = tokens
                 .iter()
                 .filter_map(|t| match self.outstanding.remove(t) {
@@ -283,34 +321,17 @@ impl Consumer for JetStreamConsumer {
                     Some(Held::Poison) | None => None,
                 })
                 .collect();
-            // What async-nats's `double_ack` does (`+ACK` as a request, answered by the
-            // server once the ack is recorded), on the client's shared request inbox rather
-            // than a subscription per ack; all at once, not one round trip after another.
-            let client = &self.client;
-            let acks = replies.iter().map(|reply| async move {
-                let asked = client.request(reply.clone(), "+ACK".into());
-                match tokio::time::timeout(API_TIMEOUT, asked).await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err(format!("no answer within {API_TIMEOUT:?}")),
-                }
-            });
-            let acked = futures_util::future::join_all(acks).await;
-            let failed: Vec<String> = acked.into_iter().filter_map(Result::err).collect();
-            match failed.first() {
-                None => Ok(()),
-                Some(first) => Err(BrokerError::connection(
-                    format!(
-                        "acking on NATS consumer {:?} of stream {:?}: {} of {} not confirmed",
-                        self.consumer_name,
-                        self.stream_name,
-                        failed.len(),
-                        replies.len()
-                    ),
-                    std::io::Error::other(first.clone()),
-                )),
+            if replies.is_empty() {
+                return Ok(());
             }
+            let what = self.acking_what();
+            self.confirming = Some(tokio::spawn(confirm(self.client.clone(), replies, what)));
+            Ok(())
         })
+    }
+
+    fn settle_acks(&mut self) -> BoxFuture<'_, Result<(), BrokerError>> {
+        Box::pin(self.confirmed())
     }
 
     fn ack_pending(&mut self) -> BoxFuture<'_, Result<Option<AckPending>, BrokerError>> {
@@ -333,5 +354,34 @@ impl Consumer for JetStreamConsumer {
                     max,
                 }))
         })
+    }
+}
+
+/// Sends each ack as JetStream's double ack does (`+ACK` as a request, answered once the
+/// server has recorded it), on the client's shared request inbox rather than a subscription
+/// per ack, all at once rather than one round trip after another; then waits for every
+/// answer.
+async fn confirm(client: Client, replies: Vec<Subject>, what: String) -> Result<(), BrokerError> {
+    let client = &client;
+    let acks = replies.iter().map(|reply| async move {
+        let asked = client.request(reply.clone(), "+ACK".into());
+        match tokio::time::timeout(API_TIMEOUT, asked).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {API_TIMEOUT:?}")),
+        }
+    });
+    let acked = futures_util::future::join_all(acks).await;
+    let failed: Vec<String> = acked.into_iter().filter_map(Result::err).collect();
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(BrokerError::connection(
+            format!(
+                "{what}: {} of {} not confirmed",
+                failed.len(),
+                replies.len()
+            ),
+            std::io::Error::other(first.clone()),
+        )),
     }
 }

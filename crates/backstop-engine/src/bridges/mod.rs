@@ -121,7 +121,7 @@ impl Bridge {
         loop {
             let batch = tokio::select! {
                 b = consumer.next_batch(usize::from(self.config.prefetch.max(1))) => b,
-                _ = stop.changed() => return None,
+                _ = stop.changed() => return self.stopped(consumer).await,
             };
             let batch = match batch {
                 Ok(b) => b,
@@ -138,7 +138,7 @@ impl Bridge {
             let Some(tokens) = self.settle(&batch, stop).await else {
                 // Stopped before the ledger took them: the broker delivers them again.
                 self.status.abandoned(n);
-                return None;
+                return self.stopped(consumer).await;
             };
             if !self.timing.ack_delay.is_zero() {
                 tokio::time::sleep(self.timing.ack_delay).await;
@@ -147,6 +147,15 @@ impl Bridge {
                 return Some(e);
             }
         }
+    }
+
+    /// On stop, the acks already sent are seen confirmed (or the failure logged: those
+    /// messages come again onto the same tasks), so a clean stop leaves nothing unacked.
+    async fn stopped(&self, consumer: &mut dyn Consumer) -> Option<BrokerError> {
+        if let Err(e) = consumer.settle_acks().await {
+            tracing::warn!(bridge = %self.config.name, error = %e, "acks not confirmed at stop; the broker delivers those messages again");
+        }
+        None
     }
 
     /// Reads the broker's count of unacknowledged deliveries once per beat (for a broker that

@@ -250,6 +250,8 @@ async fn measure(b: &impl Broker, a: &BrokersBenchArgs) -> Result<Channel> {
         )
         .await??;
     }
+    // Every ack confirmed, for a broker that confirms them later (JetStream).
+    within("confirming acks", consumer.settle_acks()).await??;
     let raw_consume = n as f64 / started.elapsed().as_secs_f64();
     drop(consumer);
     b.remove(&raw).await?;
