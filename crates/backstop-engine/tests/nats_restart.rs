@@ -10,11 +10,10 @@ use async_nats::jetstream::{self, consumer, stream};
 use backstop_core::broker::{
     BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource, NatsConsumer,
 };
-use backstop_core::store::CountsParams;
 use backstop_core::{KindConfig, RetryPolicy, Target};
-use backstop_engine::{Engine, EnqueueRequest};
+use backstop_engine::Engine;
 mod brokers;
-use brokers::{Running, options, server, store, wait};
+use brokers::{Running, counts, enqueue_numbered, options, server, store, wait};
 use futures_util::StreamExt;
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
@@ -169,32 +168,9 @@ async fn a_nats_server_killed_mid_stream_stalls_the_bridge_and_the_target_only_w
         .options(options())
         .build()
         .unwrap();
-    let reqs = (0..N)
-        .map(|i| EnqueueRequest {
-            kind: "order.out".into(),
-            key: format!("O-{i}"),
-            payload: format!(r#"{{"order_id":"O-{i}"}}"#).into_bytes(),
-            ..Default::default()
-        })
-        .collect();
-    let ids: HashSet<String> = engine
-        .enqueue_many(reqs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.unwrap().id.to_string())
-        .collect();
+    let ids = enqueue_numbered(&engine, "order.out", N).await;
     let run = Running::start(&engine);
-    let count = |kind: &'static str| {
-        let s = store.clone();
-        async move {
-            s.counts(CountsParams {
-                kind: Some(kind.into()),
-            })
-            .await
-            .unwrap()
-        }
-    };
+    let count = async |kind: &str| counts(&store, kind).await;
     wait(
         "both sides under way",
         Duration::from_secs(30),

@@ -7,8 +7,10 @@
 pub mod kafka;
 
 use backstop_core::Store;
-use backstop_engine::{BridgeView, Engine, EngineOptions};
+use backstop_core::store::{CountsParams, StatusCounts};
+use backstop_engine::{BridgeView, Engine, EngineOptions, EnqueueRequest};
 use backstop_store_sqlite::SqliteStore;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +32,35 @@ pub fn unique(prefix: &str) -> String {
 pub async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     let path = dir.path().join("t.db").display().to_string();
     Arc::new(SqliteStore::open(&path).await.unwrap())
+}
+
+/// Enqueues `n` tasks of `kind` keyed `O-0` … with a JSON body naming the key; their ids.
+pub async fn enqueue_numbered(engine: &Engine, kind: &str, n: usize) -> HashSet<String> {
+    let reqs = (0..n)
+        .map(|i| EnqueueRequest {
+            kind: kind.into(),
+            key: format!("O-{i}"),
+            payload: format!(r#"{{"order_id":"O-{i}"}}"#).into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    engine
+        .enqueue_many(reqs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().id.to_string())
+        .collect()
+}
+
+/// The ledger's counts by status of one kind.
+pub async fn counts(store: &Arc<dyn Store>, kind: &str) -> StatusCounts {
+    store
+        .counts(CountsParams {
+            kind: Some(kind.into()),
+        })
+        .await
+        .unwrap()
 }
 
 /// Quick polls and beats, so tests see changes at once.
