@@ -16,11 +16,13 @@
 use backstop_core::broker::{
     BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
 };
-use backstop_core::{KindConfig, RetryPolicy, Target};
+use backstop_core::{KindConfig, Target};
 use backstop_engine::Engine;
 mod brokers;
 use brokers::kafka::{create_topic, read_all};
-use brokers::{Running, counts, enqueue_numbered, options, server, store, wait};
+use brokers::{
+    Running, counts, enqueue_numbered, options, patient_broker_kind, server, store, wait,
+};
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -164,19 +166,15 @@ async fn a_kafka_broker_stopped_mid_stream_stalls_the_bridge_and_the_target_only
 
     let ledger = tempfile::tempdir().unwrap();
     let store = store(&ledger).await;
-    let mut out = KindConfig::new(
+    let out = patient_broker_kind(
         "order.out",
-        Target::Broker(BrokerTarget {
-            broker: BrokerUrl::new(&url),
-            destination: Destination::KafkaTopic {
-                topic: "out".into(),
-            },
-        }),
+        &url,
+        Destination::KafkaTopic {
+            topic: "out".into(),
+        },
+        Duration::from_millis(500),
+        Duration::from_secs(5),
     );
-    out.max_attempts = 100;
-    out.retry = RetryPolicy::Schedule(vec![Duration::from_millis(500)]);
-    out.timeout = Duration::from_secs(5);
-    out.concurrency = 64;
     let engine = Engine::builder(store.clone())
         .kind(KindConfig::new("order.in", Target::Pull))
         .kind(out)

@@ -8,12 +8,14 @@
 
 use async_nats::jetstream::{self, consumer, stream};
 use backstop_core::broker::{
-    BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource, NatsConsumer,
+    BridgeConfig, BridgeSource, BrokerUrl, Destination, KeySource, NatsConsumer,
 };
-use backstop_core::{KindConfig, RetryPolicy, Target};
+use backstop_core::{KindConfig, Target};
 use backstop_engine::Engine;
 mod brokers;
-use brokers::{Running, counts, enqueue_numbered, options, server, store, wait};
+use brokers::{
+    Running, counts, enqueue_numbered, options, patient_broker_kind, server, store, wait,
+};
 use futures_util::StreamExt;
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
@@ -132,19 +134,15 @@ async fn a_nats_server_killed_mid_stream_stalls_the_bridge_and_the_target_only_w
 
     let ledger = tempfile::tempdir().unwrap();
     let store = store(&ledger).await;
-    let mut out = KindConfig::new(
+    let out = patient_broker_kind(
         "order.out",
-        Target::Broker(BrokerTarget {
-            broker: BrokerUrl::new(&url),
-            destination: Destination::NatsSubject {
-                subject: "out.orders".into(),
-            },
-        }),
+        &url,
+        Destination::NatsSubject {
+            subject: "out.orders".into(),
+        },
+        Duration::from_millis(200),
+        Duration::from_secs(2),
     );
-    out.max_attempts = 100;
-    out.retry = RetryPolicy::Schedule(vec![Duration::from_millis(200)]);
-    out.timeout = Duration::from_secs(2);
-    out.concurrency = 64;
     let engine = Engine::builder(store.clone())
         .kind(KindConfig::new("order.in", Target::Pull))
         .kind(out)

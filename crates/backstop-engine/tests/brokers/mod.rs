@@ -63,6 +63,30 @@ pub async fn counts(store: &Arc<dyn Store>, kind: &str) -> StatusCounts {
         .unwrap()
 }
 
+/// A kind published to `destination` on `url` that retries every `retry` (100 attempts,
+/// 64 in flight, `timeout` a publish): for drills where the broker goes away mid-stream.
+pub fn patient_broker_kind(
+    name: &str,
+    url: &str,
+    destination: backstop_core::broker::Destination,
+    retry: Duration,
+    timeout: Duration,
+) -> backstop_core::KindConfig {
+    use backstop_core::broker::{BrokerTarget, BrokerUrl};
+    let mut k = backstop_core::KindConfig::new(
+        name,
+        backstop_core::Target::Broker(BrokerTarget {
+            broker: BrokerUrl::new(url),
+            destination,
+        }),
+    );
+    k.max_attempts = 100;
+    k.retry = backstop_core::RetryPolicy::Schedule(vec![retry]);
+    k.timeout = timeout;
+    k.concurrency = 64;
+    k
+}
+
 /// Quick polls and beats, so tests see changes at once.
 pub fn options() -> EngineOptions {
     EngineOptions {
