@@ -9,19 +9,15 @@
 //! broker that installs here, panics on librdkafka's requests after its own restart (SIGTERM
 //! or SIGKILL) — `tansu-storage-0.6.0/src/lite.rs:503` "more or less than one row" and
 //! `service.rs:337` `unreachable!()` — and then answers nothing, so no client recovers from
-//! that. kafka-python's producer and group consumer ride the same restart without a panic,
+//! that. kafka-python's idempotent producer and group consumer ride a SIGTERM restart unharmed,
 //! so the drill is kept for a broker that survives its own restart (a real Kafka, a later
 //! Tansu) rather than bent around this one.
 
-use backstop_core::broker::{
-    BridgeConfig, BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource,
-};
-use backstop_core::{KindConfig, Target};
-use backstop_engine::Engine;
+use backstop_core::broker::{BridgeSource, BrokerTarget, BrokerUrl, Destination, KeySource};
 mod brokers;
 use brokers::kafka::{create_topic, read_all};
 use brokers::{
-    Running, counts, enqueue_numbered, options, patient_broker_kind, server, store, wait,
+    Running, counts, drill_engine, enqueue_numbered, patient_broker_kind, server, store, wait,
 };
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
@@ -175,25 +171,16 @@ async fn a_kafka_broker_stopped_mid_stream_stalls_the_bridge_and_the_target_only
         Duration::from_millis(500),
         Duration::from_secs(5),
     );
-    let engine = Engine::builder(store.clone())
-        .kind(KindConfig::new("order.in", Target::Pull))
-        .kind(out)
-        .bridge(BridgeConfig {
-            name: "in".into(),
-            broker: BrokerUrl::new(&url),
-            source: BridgeSource::KafkaTopic {
-                topic: "in".into(),
-                group: "backstop".into(),
-            },
-            kind: "order.in".into(),
-            key: KeySource::MessageKey,
-            prefetch: 32,
-            dead_letters: false,
-            max_message: 1 << 16,
-        })
-        .options(options())
-        .build()
-        .unwrap();
+    let engine = drill_engine(
+        &store,
+        &url,
+        BridgeSource::KafkaTopic {
+            topic: "in".into(),
+            group: "backstop".into(),
+        },
+        KeySource::MessageKey,
+        out,
+    );
     let ids = enqueue_numbered(&engine, "order.out", N).await;
     let run = Running::start(&engine);
     let count = async |kind: &str| counts(&store, kind).await;

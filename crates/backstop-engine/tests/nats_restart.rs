@@ -7,14 +7,10 @@
 //! installed; skipped with a visible line otherwise.
 
 use async_nats::jetstream::{self, consumer, stream};
-use backstop_core::broker::{
-    BridgeConfig, BridgeSource, BrokerUrl, Destination, KeySource, NatsConsumer,
-};
-use backstop_core::{KindConfig, Target};
-use backstop_engine::Engine;
+use backstop_core::broker::{BridgeSource, Destination, KeySource, NatsConsumer};
 mod brokers;
 use brokers::{
-    Running, counts, enqueue_numbered, options, patient_broker_kind, server, store, wait,
+    Running, counts, drill_engine, enqueue_numbered, patient_broker_kind, server, store, wait,
 };
 use futures_util::StreamExt;
 use std::collections::HashSet;
@@ -143,29 +139,20 @@ async fn a_nats_server_killed_mid_stream_stalls_the_bridge_and_the_target_only_w
         Duration::from_millis(200),
         Duration::from_secs(2),
     );
-    let engine = Engine::builder(store.clone())
-        .kind(KindConfig::new("order.in", Target::Pull))
-        .kind(out)
-        .bridge(BridgeConfig {
-            name: "in".into(),
-            broker: BrokerUrl::new(&url),
-            source: BridgeSource::NatsStream(NatsConsumer {
-                stream: "IN".into(),
-                consumer: "backstop".into(),
-                subject: None,
-                ack_wait: Duration::from_secs(2),
-                max_deliver: -1,
-                max_ack_pending: 1000,
-            }),
-            kind: "order.in".into(),
-            key: KeySource::Pointer("/order_id".into()),
-            prefetch: 32,
-            dead_letters: false,
-            max_message: 1 << 16,
-        })
-        .options(options())
-        .build()
-        .unwrap();
+    let engine = drill_engine(
+        &store,
+        &url,
+        BridgeSource::NatsStream(NatsConsumer {
+            stream: "IN".into(),
+            consumer: "backstop".into(),
+            subject: None,
+            ack_wait: Duration::from_secs(2),
+            max_deliver: -1,
+            max_ack_pending: 1000,
+        }),
+        KeySource::Pointer("/order_id".into()),
+        out,
+    );
     let ids = enqueue_numbered(&engine, "order.out", N).await;
     let run = Running::start(&engine);
     let count = async |kind: &str| counts(&store, kind).await;

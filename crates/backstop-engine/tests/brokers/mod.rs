@@ -87,6 +87,36 @@ pub fn patient_broker_kind(
     k
 }
 
+/// The engine of a restart drill: a bridge `in` taking `source` on `url` into the pull kind
+/// `order.in` (keys from `key`, 32 at a time), beside the kind `out` publishing back.
+pub fn drill_engine(
+    store: &Arc<dyn Store>,
+    url: &str,
+    source: backstop_core::broker::BridgeSource,
+    key: backstop_core::broker::KeySource,
+    out: backstop_core::KindConfig,
+) -> Engine {
+    Engine::builder(store.clone())
+        .kind(backstop_core::KindConfig::new(
+            "order.in",
+            backstop_core::Target::Pull,
+        ))
+        .kind(out)
+        .bridge(backstop_core::broker::BridgeConfig {
+            name: "in".into(),
+            broker: backstop_core::broker::BrokerUrl::new(url),
+            source,
+            kind: "order.in".into(),
+            key,
+            prefetch: 32,
+            dead_letters: false,
+            max_message: 1 << 16,
+        })
+        .options(options())
+        .build()
+        .unwrap()
+}
+
 /// Quick polls and beats, so tests see changes at once.
 pub fn options() -> EngineOptions {
     EngineOptions {
