@@ -40,6 +40,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0008_callbacks.sql"),
     ),
     (9, "intake", include_str!("../migrations/0009_intake.sql")),
+    (10, "open", include_str!("../migrations/0010_open.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
@@ -65,6 +66,11 @@ pub(crate) fn known() -> i64 {
 }
 
 async fn run(db: &Db) -> Result<(), StoreError> {
+    run_to(db, known()).await
+}
+
+/// Applies the migrations up to `target` (tests stop at an earlier release's schema).
+async fn run_to(db: &Db, target: i64) -> Result<(), StoreError> {
     let name = db.schema.name();
     let mut tx = db.pool.begin().await.map_err(db_err)?;
     sqlx::query(LOCK)
@@ -106,7 +112,7 @@ async fn run(db: &Db) -> Result<(), StoreError> {
             known: known(),
         });
     }
-    for (version, migration, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+    for (version, migration, sql) in MIGRATIONS.iter().filter(|m| m.0 > current && m.0 <= target) {
         sqlx::raw_sql(db.schema.sql(sql))
             .execute(&mut *tx)
             .await
@@ -137,4 +143,123 @@ async fn check_writable(db: &Db) -> Result<(), StoreError> {
         .await
         .map_err(db_err)?;
     tx.rollback().await.map_err(db_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PostgresStore, ScratchSchema};
+    use backstop_core::Status;
+    use backstop_core::store::{ClaimParams, Leases, ListParams, Rescue, RescueParams, Tasks};
+    use jiff::{Timestamp, ToSpan};
+
+    /// What the previous release (schema version 9) leaves in a ledger: a pending task, one
+    /// running under a lease, one held ahead (pending, leased, `run_at` at its lease's end), a
+    /// dead letter and a finished one, written as its statements wrote them.
+    const PREVIOUS_RELEASE: &str = "
+INSERT INTO {schema}.tasks (kind, key, payload) VALUES
+    ('k', 'pending', '\\x7b7d'), ('k', 'running', '\\x7b7d'), ('k', 'held', '\\x7b7d'),
+    ('k', 'failed', '\\x7b7d'), ('k', 'done', '\\x7b7d');
+UPDATE {schema}.tasks SET run_at = now() - interval '1 minute';
+UPDATE {schema}.tasks SET status = 'running', attempts = 1, epoch = 1, max_attempts = 3,
+    lease_owner = 'old-node', lease_until = now() - interval '10 seconds',
+    att_started_at = now() - interval '40 seconds', att_worker = 'old-node'
+WHERE key = 'running';
+UPDATE {schema}.tasks SET epoch = 1, max_attempts = 3, lease_owner = 'old-node',
+    lease_until = now() + interval '1 hour', run_at = now() + interval '1 hour'
+WHERE key = 'held';
+UPDATE {schema}.tasks SET status = 'failed', attempts = 3, max_attempts = 3,
+    reason = 'permanent error', last_error = 'HTTP 400'
+WHERE key = 'failed';
+UPDATE {schema}.tasks SET status = 'succeeded', attempts = 1, max_attempts = 3
+WHERE key = 'done';";
+
+    /// Migration 10 carries a ledger written by the previous release forward: its open tasks
+    /// (pending, running, held, failed) get their open rows, the finished one none, and the
+    /// store then claims the pending one, rescues the running one whose lease expired, leaves
+    /// the held one to its holder until its lease ends and lists the dead letter.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn migration_10_carries_a_previous_release_ledger_forward() {
+        let Some(url) = std::env::var("BACKSTOP_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            eprintln!("skipped: BACKSTOP_TEST_POSTGRES_URL is not set");
+            return;
+        };
+        let scratch = ScratchSchema::new(&url, "upgrade").unwrap();
+        let store = PostgresStore::connect(scratch.options()).await.unwrap();
+        run_to(&store.db, 9).await.unwrap();
+        sqlx::raw_sql(store.db.schema.sql(PREVIOUS_RELEASE))
+            .execute(&store.db.pool)
+            .await
+            .unwrap();
+
+        run(&store.db).await.unwrap();
+        let open: Vec<(String, String)> = sqlx::query_as(store.db.schema.sql(
+            "SELECT t.key, o.status FROM {schema}.tasks_open o JOIN {schema}.tasks t USING (seq)
+             ORDER BY t.key",
+        ))
+        .fetch_all(&store.db.pool)
+        .await
+        .unwrap();
+        let open: Vec<(&str, &str)> = open.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        assert_eq!(
+            open,
+            [
+                ("failed", "failed"),
+                ("held", "pending"),
+                ("pending", "pending"),
+                ("running", "running")
+            ]
+        );
+        assert_eq!(scratch.open_mismatches().await.unwrap(), 0);
+
+        let now = Timestamp::now();
+        let claim = |now: Timestamp| ClaimParams {
+            kind: "k".into(),
+            limit: 10,
+            start: 10,
+            owner: "new-node".into(),
+            now,
+            lease_until: now + 30.seconds(),
+            max_attempts: 3,
+        };
+        let claimed = store.claim(claim(now)).await.unwrap();
+        let keys: Vec<&str> = claimed.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["pending"],
+            "the held task stays its holder's until its lease ends"
+        );
+        let rescued = store.rescue(RescueParams { now, limit: 10 }).await.unwrap();
+        assert_eq!(rescued.len(), 1);
+        assert_eq!(rescued[0].status, Status::Pending);
+        let dead = store
+            .list(ListParams {
+                kind: None,
+                key: None,
+                status: Some(Status::Failed),
+                limit: 10,
+                before: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].key, "failed");
+        // Past the old hold's lease the held task and the rescued one are claimed.
+        let later = now + 2.hours();
+        let mut keys: Vec<String> = store
+            .claim(claim(later))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        keys.sort();
+        assert_eq!(keys, ["held", "running"]);
+        assert_eq!(scratch.open_mismatches().await.unwrap(), 0);
+        store.close().await;
+        scratch.drop_all().await.unwrap();
+    }
 }

@@ -169,6 +169,62 @@ async fn a_payload_bound_as_bytes_is_kept_exactly() {
     assert_eq!(t.expect("the task").payload, bytes);
 }
 
+/// An application role with only the privileges docs/outbox.md names (`USAGE` on the schema,
+/// `INSERT` and `SELECT (kind, key)` on `tasks`) creates a task the store claims: the trigger
+/// that opens it writes `tasks_open` as the schema's owner, not as the application.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_role_with_the_documented_privileges_only_can_insert() {
+    if skip() {
+        return;
+    }
+    let (store, app, guard) = fresh().await;
+    let role = format!("outbox_{}", guard.schema);
+    let setup = format!(
+        "CREATE ROLE {role}; GRANT USAGE ON SCHEMA {schema} TO {role};
+         GRANT INSERT, SELECT (kind, key) ON {schema}.tasks TO {role};",
+        schema = guard.schema
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&app.pool)
+        .await
+        .expect("the role");
+    let inserted = async {
+        let mut tx = app.pool.begin().await?;
+        sqlx::raw_sql(AssertSqlSafe(format!("SET LOCAL ROLE {role}")))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(on(&guard.schema, INSERT))
+            .bind("outbox.role")
+            .bind("r-1")
+            .bind("{}")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    }
+    .await;
+    let drop = format!("DROP OWNED BY {role}; DROP ROLE {role};");
+    sqlx::raw_sql(AssertSqlSafe(drop))
+        .execute(&app.pool)
+        .await
+        .expect("drop the role");
+    inserted.expect("the application's insert");
+    let now = jiff::Timestamp::now();
+    let claimed = store
+        .claim(backstop_core::store::ClaimParams {
+            kind: "outbox.role".into(),
+            limit: 1,
+            start: 1,
+            owner: "test".into(),
+            now,
+            lease_until: now + SignedDuration::from_secs(30),
+            max_attempts: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the inserted task is claimable");
+    assert_eq!(claimed[0].key, "r-1");
+}
+
 /// docs/outbox.md shows exactly the statements tested here.
 #[test]
 fn readme_documents_these_statements() {
