@@ -24,7 +24,7 @@
 -- without this table (a rolling upgrade would leave it stale).
 CREATE TABLE {schema}.tasks_open (
     seq         bigint      PRIMARY KEY,
-    kind        text        NOT NULL,
+    kind        text        COLLATE "C" NOT NULL,
     status      text        NOT NULL CHECK (status IN ('pending', 'running', 'failed')),
     run_at      timestamptz NOT NULL,
     lease_until timestamptz,
@@ -50,6 +50,15 @@ DROP INDEX {schema}.tasks_due;
 DROP INDEX {schema}.tasks_leased;
 DROP INDEX {schema}.tasks_expiring;
 DROP INDEX {schema}.tasks_dead;
+
+-- Kinds and keys compare as bytes: every comparison in the unique (kind, key) index and the
+-- claim's (kind, run_at) index called the database's collation (strcoll) before, about 3 % of
+-- PostgreSQL's time on the hot path under C.UTF-8 and more under other locales. Equality is
+-- byte equality under any deterministic collation, so no lookup changes; the indexes on the
+-- two columns are rebuilt (the table is not rewritten).
+ALTER TABLE {schema}.tasks
+    ALTER COLUMN kind TYPE text COLLATE "C",
+    ALTER COLUMN key TYPE text COLLATE "C";
 
 -- Room on each page for the claim's and the completion's row versions, so that both stay
 -- on the row's page (a HOT update needs it). Applies to pages written from now on.

@@ -23,9 +23,6 @@ use sqlx::postgres::PgBindIterExt;
 
 /// Applies the fenced completions and returns the position (`ord`) of each that counted.
 ///
-/// The updates and the delete also find their rows by `seq = ANY(ARRAY(…))`, which the
-/// planner can only answer with primary-key lookups (see `claim.rs`).
-///
 /// Every join here is between a table and one CTE (never CTE to CTE): PostgreSQL estimates an
 /// `UNNEST` at a handful of rows, and a nested loop between two 4,000-row CTEs made large
 /// batches take seconds. The completions' own columns ride along in `held` instead. The held
@@ -74,7 +71,7 @@ done AS (
     -- Only the primary key: `held` checked epoch and status under the row lock it holds, and
     -- a status condition here would let stale statistics pick the partial index of running
     -- tasks again.
-    WHERE t.seq = h.seq AND t.seq = ANY(ARRAY(SELECT seq FROM held))
+    WHERE t.seq = h.seq
     RETURNING t.seq, t.run_at, t.id, t.attempts, h.ord, h.status, h.ended_at, h.outcome,
               h.error, h.http_status, h.duration_ms, h.worker
 ),
@@ -85,13 +82,11 @@ reopened AS (
     SET status = d.status, run_at = d.run_at, lease_until = NULL
     FROM done AS d
     WHERE o.seq = d.seq AND d.status IN ('pending', 'failed')
-      AND o.seq = ANY(ARRAY(SELECT seq FROM done))
 ),
 closed AS (
     DELETE FROM {schema}.tasks_open AS o
     USING done AS d
     WHERE o.seq = d.seq AND d.status NOT IN ('pending', 'failed')
-      AND o.seq = ANY(ARRAY(SELECT seq FROM done))
 ),
 retried AS (
     INSERT INTO {schema}.events

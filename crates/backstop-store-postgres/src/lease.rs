@@ -57,12 +57,12 @@ held AS MATERIALIZED (
 opened AS (
     UPDATE {schema}.tasks_open AS o
     SET lease_until = $3, run_at = CASE WHEN o.status = 'pending' THEN $3 ELSE o.run_at END
-    FROM held WHERE o.seq = held.seq AND o.seq = ANY(ARRAY(SELECT seq FROM held))
+    FROM held WHERE o.seq = held.seq
 )
 UPDATE {schema}.tasks AS t
 SET lease_until = $3, updated_at = $4,
     run_at = CASE WHEN t.status = 'pending' THEN $3 ELSE t.run_at END
-FROM held WHERE t.seq = held.seq AND t.seq = ANY(ARRAY(SELECT seq FROM held))
+FROM held WHERE t.seq = held.seq
 RETURNING t.id";
 
 /// The listed leases (`$1` ids, `$2` epochs) still held, whoever holds them.
@@ -95,11 +95,11 @@ held AS MATERIALIZED (
 opened AS (
     UPDATE {schema}.tasks_open AS o
     SET lease_until = NULL, run_at = $3
-    FROM held WHERE o.seq = held.seq AND o.seq = ANY(ARRAY(SELECT seq FROM held))
+    FROM held WHERE o.seq = held.seq
 )
 UPDATE {schema}.tasks AS t
 SET lease_owner = NULL, lease_until = NULL, run_at = $3, updated_at = $3
-FROM held WHERE t.seq = held.seq AND t.seq = ANY(ARRAY(SELECT seq FROM held))";
+FROM held WHERE t.seq = held.seq";
 
 /// Ends the running attempt of each listed row and moves the row to its listed status:
 /// `$1` seqs, `$2` statuses, `$3` reasons and `$4` errors (kept when null), `$5` durations,
@@ -121,11 +121,11 @@ reopened AS (
     UPDATE {schema}.tasks_open AS o
     SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE o.run_at END,
         lease_until = NULL
-    FROM m WHERE o.seq = m.seq AND o.seq = ANY($1) AND m.status IN ('pending', 'failed')
+    FROM m WHERE o.seq = m.seq AND m.status IN ('pending', 'failed')
 ),
 closed AS (
     DELETE FROM {schema}.tasks_open AS o
-    USING m WHERE o.seq = m.seq AND o.seq = ANY($1) AND m.status NOT IN ('pending', 'failed')
+    USING m WHERE o.seq = m.seq AND m.status NOT IN ('pending', 'failed')
 )
 UPDATE {schema}.tasks AS t
 SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.run_at END,
@@ -133,7 +133,7 @@ SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.ru
     lease_owner = NULL, lease_until = NULL, updated_at = $7,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
     att_http_status = NULL, att_worker = NULL
-FROM m WHERE t.seq = m.seq AND t.seq = ANY($1)";
+FROM m WHERE t.seq = m.seq";
 
 async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
     if p.leases.is_empty() {

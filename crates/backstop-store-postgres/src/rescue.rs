@@ -38,8 +38,7 @@ WITH due AS MATERIALIZED (
     FOR UPDATE OF t SKIP LOCKED
 ),
 closed AS (
-    DELETE FROM {schema}.tasks_open AS o USING due
-    WHERE o.seq = due.seq AND o.seq = ANY(ARRAY(SELECT seq FROM due))
+    DELETE FROM {schema}.tasks_open AS o USING due WHERE o.seq = due.seq
 ),
 recorded AS (
     INSERT INTO {schema}.events (task_id, type, at, reason)
@@ -51,7 +50,7 @@ UPDATE {schema}.tasks AS t
 SET status = $4, reason = $3, lease_owner = NULL, lease_until = NULL, updated_at = $1,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
     att_http_status = NULL, att_worker = NULL
-FROM due WHERE t.seq = due.seq AND t.seq = ANY(ARRAY(SELECT seq FROM due))";
+FROM due WHERE t.seq = due.seq";
 
 impl Rescue for PostgresStore {
     fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {

@@ -30,13 +30,13 @@ held AS MATERIALIZED (
 opened AS (
     UPDATE {schema}.tasks_open AS o
     SET status = 'running', lease_until = held.lease_until, run_at = held.run_at
-    FROM held WHERE o.seq = held.seq AND o.seq = ANY(ARRAY(SELECT seq FROM held))
+    FROM held WHERE o.seq = held.seq
 )
 UPDATE {schema}.tasks AS t
 SET status = 'running', attempts = t.attempts + 1, lease_until = held.lease_until,
     run_at = held.run_at,
     updated_at = $6, att_started_at = $6, att_worker = $4
-FROM held WHERE t.seq = held.seq AND t.seq = ANY(ARRAY(SELECT seq FROM held))
+FROM held WHERE t.seq = held.seq
 RETURNING t.id";
 
 /// Starts the held tasks of `p` on `conn` (the completion's transaction); returns the leases
