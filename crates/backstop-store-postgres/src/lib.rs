@@ -64,6 +64,8 @@ pub struct PostgresStore {
 pub(crate) struct Db {
     pub(crate) pool: PgPool,
     pub(crate) schema: Schema,
+    /// Whether enqueued batches are expected to be all new (see `enqueue`).
+    pub(crate) optimism: enqueue::Optimism,
 }
 
 impl PostgresStore {
@@ -83,7 +85,11 @@ impl PostgresStore {
     pub async fn connect(opts: PostgresOptions) -> Result<Self, StoreError> {
         let schema = Schema::new(&opts.schema)?;
         let pool = connect::open(&opts).await?;
-        let db = Arc::new(Db { pool, schema });
+        let db = Arc::new(Db {
+            pool,
+            schema,
+            optimism: Default::default(),
+        });
         let writer = db.clone();
         let (committer, run) = GroupCommit::new(move |tasks, created_at| {
             let db = writer.clone();
