@@ -12,18 +12,18 @@ use backstop_core::store::{
 use backstop_core::{StoreError, TaskId};
 use std::collections::HashMap;
 
-/// Pending rows per kind, from the open tasks (never the finished ones).
+/// Pending rows per kind, through the partial index of pending tasks.
 const PENDING: &str = "
 SELECT kind, count(*) AS n, count(*) FILTER (WHERE run_at <= $1) AS due,
        count(*) FILTER (WHERE run_at < $2) AS overdue, min(run_at) AS oldest
-FROM {schema}.tasks_open WHERE status = 'pending' GROUP BY kind";
+FROM {schema}.tasks WHERE status = 'pending' GROUP BY kind";
 
 const RUNNING: &str =
-    "SELECT kind, count(*) AS n FROM {schema}.tasks_open WHERE status = 'running' GROUP BY kind";
+    "SELECT kind, count(*) AS n FROM {schema}.tasks WHERE status = 'running' GROUP BY kind";
 
 const SAMPLE: &str = "
-SELECT t.id FROM {schema}.tasks_open AS o JOIN {schema}.tasks AS t ON t.seq = o.seq
-WHERE o.status = 'pending' AND o.kind = $1 AND o.run_at < $2 ORDER BY o.run_at LIMIT $3";
+SELECT id FROM {schema}.tasks
+WHERE status = 'pending' AND kind = $1 AND run_at < $2 ORDER BY run_at LIMIT $3";
 
 const PAGE: &str = concat!(
     "SELECT ",

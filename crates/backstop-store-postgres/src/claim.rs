@@ -2,24 +2,18 @@
 //! the first `start` of them start their attempt (`attempts` + 1), the rest are held (see
 //! [`ClaimParams`]).
 //!
-//! The due rows are found in the open tasks (`tasks_open`, migration 10) through its partial
-//! index of pending rows, and their ledger rows are locked with `FOR UPDATE SKIP LOCKED`, so
-//! concurrent claimers (in this process or others) each take different rows and never wait for
-//! one another. Locking the ledger row (not the open one) keeps the one lock order of the
-//! store, a task's `tasks` row before its `tasks_open` row; and the ledger row's own status and
-//! `run_at` are checked again under that lock, so a row another claimer took and committed
-//! meanwhile is not taken twice. The pick is a `MATERIALIZED` CTE rather than a subquery in
+//! The due rows are picked through the partial index of pending tasks with `FOR UPDATE SKIP
+//! LOCKED`, so concurrent claimers (in this process or others) each take different rows and
+//! never wait for one another. The pick is a `MATERIALIZED` CTE rather than a subquery in
 //! `FROM`: that way it runs exactly once whatever plan the join gets (a re-scanned locking
-//! subquery could lock more rows than the limit). The lock is taken above the `LIMIT`'s
-//! ordering, so only the rows handed out are locked whichever join the planner picks.
+//! subquery could lock more rows than the limit).
 //!
-//! The updates join the picked rows as an `unnest` of arrays (`picked`) rather than as the
+//! The update joins the picked rows as an `unnest` of arrays (`picked`) rather than as the
 //! CTE itself: the planner estimates the `unnest` of an array it cannot see at a handful of
 //! rows, so it looks each row up by primary key. Joined to the CTE, whose estimate is the
 //! `LIMIT` (1,000), it preferred hashing a sequential scan of the whole table once statistics
 //! called the table small (measured: a claim of 1,000 spent 30 of its 40 ms scanning 100,000
-//! rows to update 1,000). The ledger row's update changes no indexed
-//! column, so it is a HOT update; the open row's is the one that moves between indexes.
+//! rows to update 1,000).
 
 use crate::row::{col, count, opt_time, time};
 use crate::types::{Id, Time};
@@ -33,27 +27,17 @@ use backstop_core::store::{ClaimParams, ClaimedTask};
 /// gives the `run_at` from before the claim and the attempt number the task runs.
 const CLAIM: &str = "
 WITH due AS MATERIALIZED (
-    SELECT o.seq, o.run_at FROM {schema}.tasks_open AS o
-    JOIN {schema}.tasks AS t ON t.seq = o.seq
-    WHERE o.status = 'pending' AND o.kind = $1 AND o.run_at <= $2
-      AND t.status = 'pending' AND t.run_at <= $2
-    ORDER BY o.run_at
+    SELECT seq, run_at FROM {schema}.tasks
+    WHERE status = 'pending' AND kind = $1 AND run_at <= $2
+    ORDER BY run_at
     LIMIT $5
-    FOR UPDATE OF t SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 ),
 ranked AS (SELECT seq, run_at, row_number() OVER (ORDER BY run_at, seq) <= $7 AS go FROM due),
 picked AS (
     SELECT * FROM unnest(ARRAY(SELECT seq FROM ranked ORDER BY seq),
                          ARRAY(SELECT run_at FROM ranked ORDER BY seq),
                          ARRAY(SELECT go FROM ranked ORDER BY seq)) AS p(seq, run_at, go)
-),
-opened AS (
-    UPDATE {schema}.tasks_open AS o
-    SET status = CASE WHEN r.go THEN 'running' ELSE 'pending' END,
-        lease_until = $4,
-        run_at = CASE WHEN r.go THEN o.run_at ELSE $4 END
-    FROM picked AS r
-    WHERE o.seq = r.seq
 )
 UPDATE {schema}.tasks AS t
 SET status = CASE WHEN r.go THEN 'running' ELSE t.status END,

@@ -1,6 +1,5 @@
 //! Completion: a batch of attempt outcomes in one statement, each fenced by its `epoch` and
-//! the running status, the open row (`tasks_open`) following its ledger row in the same
-//! statement, and (only when some lost their lease) a second statement recording
+//! the running status, and (only when some lost their lease) a second statement recording
 //! the stale ones, in one transaction, with the starts of held tasks that ride along (see
 //! `start`).
 //!
@@ -72,21 +71,8 @@ done AS (
     -- a status condition here would let stale statistics pick the partial index of running
     -- tasks again.
     WHERE t.seq = h.seq
-    RETURNING t.seq, t.run_at, t.id, t.attempts, h.ord, h.status, h.ended_at, h.outcome,
-              h.error, h.http_status, h.duration_ms, h.worker
-),
--- The open row follows: a retry is pending again at its backoff, a dead letter stays open as
--- failed, an end (succeeded, compensated) leaves the open tasks.
-reopened AS (
-    UPDATE {schema}.tasks_open AS o
-    SET status = d.status, run_at = d.run_at, lease_until = NULL
-    FROM done AS d
-    WHERE o.seq = d.seq AND d.status IN ('pending', 'failed')
-),
-closed AS (
-    DELETE FROM {schema}.tasks_open AS o
-    USING done AS d
-    WHERE o.seq = d.seq AND d.status NOT IN ('pending', 'failed')
+    RETURNING t.id, t.attempts, h.ord, h.status, h.ended_at, h.outcome, h.error,
+              h.http_status, h.duration_ms, h.worker
 ),
 retried AS (
     INSERT INTO {schema}.events

@@ -53,11 +53,6 @@ held AS MATERIALIZED (
         FOR UPDATE OFFSET 0
     ) AS t
     WHERE t.epoch = l.epoch AND t.status IN ('pending', 'running') AND t.lease_owner = $5
-),
-opened AS (
-    UPDATE {schema}.tasks_open AS o
-    SET lease_until = $3, run_at = CASE WHEN o.status = 'pending' THEN $3 ELSE o.run_at END
-    FROM held WHERE o.seq = held.seq
 )
 UPDATE {schema}.tasks AS t
 SET lease_until = $3, updated_at = $4,
@@ -91,11 +86,6 @@ held AS MATERIALIZED (
         FOR UPDATE OFFSET 0
     ) AS t
     WHERE t.epoch = l.epoch AND t.status = 'pending' AND t.lease_owner IS NOT NULL
-),
-opened AS (
-    UPDATE {schema}.tasks_open AS o
-    SET lease_until = NULL, run_at = $3
-    FROM held WHERE o.seq = held.seq
 )
 UPDATE {schema}.tasks AS t
 SET lease_owner = NULL, lease_until = NULL, run_at = $3, updated_at = $3
@@ -116,16 +106,6 @@ ended AS (
     SELECT t.id, 'attempt', $7, t.attempts, $8, m.event_error, m.duration_ms, t.lease_owner
     FROM m JOIN {schema}.tasks AS t ON t.seq = m.seq
     ORDER BY t.seq
-),
-reopened AS (
-    UPDATE {schema}.tasks_open AS o
-    SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE o.run_at END,
-        lease_until = NULL
-    FROM m WHERE o.seq = m.seq AND m.status IN ('pending', 'failed')
-),
-closed AS (
-    DELETE FROM {schema}.tasks_open AS o
-    USING m WHERE o.seq = m.seq AND m.status NOT IN ('pending', 'failed')
 )
 UPDATE {schema}.tasks AS t
 SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.run_at END,

@@ -1,10 +1,9 @@
 //! The PostgreSQL store of backstop: several backstop processes share one ledger and its work.
 //!
 //! Every table lives in one schema (`backstop` unless `?schema=NAME` says otherwise). Claims
-//! pick due rows with `FOR UPDATE SKIP LOCKED` through the open tasks (`tasks_open`: the
-//! pending, running and failed ones, see `open`), so claimers never wait for one another nor
-//! share a task, and the ledger row's own updates are HOT; completions are fenced by the
-//! claim's `epoch`. Each per-task path (enqueue, claim, completion, heartbeat) is one statement over
+//! pick due rows with `FOR UPDATE SKIP LOCKED` through a partial index of pending tasks, so
+//! claimers never wait for one another nor share a task; completions are fenced by the claim's
+//! `epoch`. Each per-task path (enqueue, claim, completion, heartbeat) is one statement over
 //! arrays (`UNNEST`), so a batch costs one round trip and one commit, whatever its size. A
 //! write is acknowledged after PostgreSQL's commit, which is durable with the server's default
 //! `synchronous_commit = on`. Every insert into `tasks` (the store's, or an outbox insert by
@@ -31,7 +30,6 @@ mod entities;
 mod lease;
 mod manual;
 mod migrate;
-mod open;
 mod read;
 mod rescue;
 mod retention;

@@ -1,6 +1,6 @@
 //! Manual actions: retry a dead letter, resolve it, cancel a pending task. Each locks its row,
 //! is checked against the state machine and is recorded on the timeline with who asked, in one
-//! transaction, which also brings the task's open row (`open.rs`) in line.
+//! transaction.
 //!
 //! The [`ManualActions`] impl is here, next to its SQL.
 
@@ -151,7 +151,7 @@ async fn apply_in(
         .execute(&mut **tx)
         .await
         .map_err(db_err)?;
-    let row = if action.runs_again() {
+    if action.runs_again() {
         let budget = p
             .max_attempts
             .map_or_else(|| count(&row, "max_attempts"), Ok)?;
@@ -171,7 +171,5 @@ async fn apply_in(
             .fetch_one(&mut **tx)
             .await
     }
-    .map_err(db_err)?;
-    crate::open::sync(db, tx, &[p.id]).await?;
-    Ok(row)
+    .map_err(db_err)
 }

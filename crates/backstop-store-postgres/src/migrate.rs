@@ -40,7 +40,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0008_callbacks.sql"),
     ),
     (9, "intake", include_str!("../migrations/0009_intake.sql")),
-    (10, "open", include_str!("../migrations/0010_open.sql")),
+    (
+        10,
+        "collate",
+        include_str!("../migrations/0010_collate.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
@@ -150,7 +154,9 @@ mod tests {
     use super::*;
     use crate::{PostgresStore, ScratchSchema};
     use backstop_core::Status;
-    use backstop_core::store::{ClaimParams, Leases, ListParams, Rescue, RescueParams, Tasks};
+    use backstop_core::store::{
+        ClaimParams, GetByKeyParams, Leases, ListParams, Rescue, RescueParams, Tasks,
+    };
     use jiff::{Timestamp, ToSpan};
 
     /// What the previous release (schema version 9) leaves in a ledger: a pending task, one
@@ -174,10 +180,11 @@ WHERE key = 'failed';
 UPDATE {schema}.tasks SET status = 'succeeded', attempts = 1, max_attempts = 3
 WHERE key = 'done';";
 
-    /// Migration 10 carries a ledger written by the previous release forward: its open tasks
-    /// (pending, running, held, failed) get their open rows, the finished one none, and the
-    /// store then claims the pending one, rescues the running one whose lease expired, leaves
-    /// the held one to its holder until its lease ends and lists the dead letter.
+    /// Migration 10 carries a ledger written by the previous release forward: its kinds and
+    /// keys now compare as bytes, every task is still found by its (kind, key), a repeat of
+    /// one is still deduplicated onto it, and the store claims the pending task, rescues the
+    /// running one whose lease expired, leaves the held one to its holder until its lease ends
+    /// and lists the dead letter.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migration_10_carries_a_previous_release_ledger_forward() {
         let Some(url) = std::env::var("BACKSTOP_TEST_POSTGRES_URL")
@@ -196,24 +203,36 @@ WHERE key = 'done';";
             .unwrap();
 
         run(&store.db).await.unwrap();
-        let open: Vec<(String, String)> = sqlx::query_as(store.db.schema.sql(
-            "SELECT t.key, o.status FROM {schema}.tasks_open o JOIN {schema}.tasks t USING (seq)
-             ORDER BY t.key",
-        ))
+        let collations: Vec<String> = sqlx::query_scalar(
+            "SELECT coalesce(collation_name, '') FROM information_schema.columns
+             WHERE table_schema = $1 AND table_name = 'tasks' AND column_name IN ('kind', 'key')",
+        )
+        .bind(scratch.name())
         .fetch_all(&store.db.pool)
         .await
         .unwrap();
-        let open: Vec<(&str, &str)> = open.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
+        assert_eq!(collations, ["C", "C"]);
+        let again = store
+            .get_by_key(GetByKeyParams {
+                kind: "k".into(),
+                key: "done".into(),
+            })
+            .await
+            .unwrap()
+            .expect("found by its kind and key");
+        assert_eq!(again.status, Status::Succeeded);
+        let outbox = sqlx::query(store.db.schema.sql(
+            "INSERT INTO {schema}.tasks (kind, key, payload) VALUES ('k', 'done', '\\x7b7d')
+             ON CONFLICT (kind, key) DO NOTHING",
+        ))
+        .execute(&store.db.pool)
+        .await
+        .unwrap();
         assert_eq!(
-            open,
-            [
-                ("failed", "failed"),
-                ("held", "pending"),
-                ("pending", "pending"),
-                ("running", "running")
-            ]
+            outbox.rows_affected(),
+            0,
+            "the outbox insert still meets its key"
         );
-        assert_eq!(scratch.open_mismatches().await.unwrap(), 0);
 
         let now = Timestamp::now();
         let claim = |now: Timestamp| ClaimParams {
@@ -258,7 +277,6 @@ WHERE key = 'done';";
             .collect();
         keys.sort();
         assert_eq!(keys, ["held", "running"]);
-        assert_eq!(scratch.open_mismatches().await.unwrap(), 0);
         store.close().await;
         scratch.drop_all().await.unwrap();
     }

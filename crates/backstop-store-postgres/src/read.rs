@@ -55,20 +55,6 @@ const SCAN: &str = concat!(
       ORDER BY id LIMIT $4"
 );
 
-/// [`SCAN`] for an open status: only the open tasks of that status are looked at.
-const SCAN_OPEN: &str = concat!(
-    "SELECT ",
-    task_columns!(),
-    " FROM {schema}.tasks WHERE ($1::uuid IS NULL OR id > $1) AND kind = $2 AND status = $3
-      AND seq IN (SELECT seq FROM {schema}.tasks_open WHERE kind = $2 AND status = $3)
-      ORDER BY id LIMIT $4"
-);
-
-/// Whether a status is one of the open tasks' (`tasks_open`).
-fn open(status: Status) -> bool {
-    matches!(status, Status::Pending | Status::Running | Status::Failed)
-}
-
 impl Tasks for PostgresStore {
     fn get(&self, p: GetParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
         Box::pin(get(&self.db, p.id))
@@ -100,8 +86,7 @@ impl Tasks for PostgresStore {
 }
 
 pub(crate) async fn scan(db: &Db, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
-    let sql = if open(p.status) { SCAN_OPEN } else { SCAN };
-    sqlx::query(db.schema.sql(sql))
+    sqlx::query(db.schema.sql(SCAN))
         .bind(p.after.map(Id))
         .bind(&p.kind)
         .bind(p.status.as_str())
@@ -165,17 +150,6 @@ pub(crate) async fn list(db: &Db, p: &ListParams) -> Result<Vec<Task>, StoreErro
     }
     if let Some(status) = p.status {
         qb.push(" AND status = ").push_bind(status.as_str());
-        if open(status) {
-            // Through the open tasks of that status (the dead letters, say), never a walk of
-            // the finished ones.
-            qb.push(
-                db.schema
-                    .sql(" AND seq IN (SELECT seq FROM {schema}.tasks_open WHERE status = ")
-                    .0,
-            )
-            .push_bind(status.as_str())
-            .push(")");
-        }
     }
     if let Some(before) = p.before {
         qb.push(

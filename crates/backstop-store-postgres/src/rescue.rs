@@ -13,32 +13,23 @@ use backstop_core::store::{BoxFuture, ExpireParams, Rescue, RescueParams, Rescue
 use backstop_core::{Status, StoreError, Transition, transition};
 
 /// Running tasks whose lease expired before `$1`, oldest lease first, at most `$2`.
-/// Found through the open tasks' index of running rows; the ledger rows are the ones locked
-/// (a task's `tasks` row before its `tasks_open` row, as everywhere) and checked again.
 const RESCUE_PICK: &str = "
-SELECT t.seq, t.id, t.kind, t.attempts, t.max_attempts, t.lease_owner, t.att_started_at
-FROM {schema}.tasks_open AS o
-JOIN {schema}.tasks AS t ON t.seq = o.seq
-WHERE o.status = 'running' AND o.lease_until < $1
-  AND t.status = 'running' AND t.lease_until < $1
-ORDER BY o.lease_until
+SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at
+FROM {schema}.tasks
+WHERE status = 'running' AND lease_until < $1
+ORDER BY lease_until
 LIMIT $2
-FOR UPDATE OF t SKIP LOCKED";
+FOR UPDATE SKIP LOCKED";
 
 /// Compensates pending tasks past their deadline (`$1` now), earliest first, at most `$2`,
 /// with reason `$3`, to status `$4`, and records each on its timeline.
 const EXPIRE: &str = "
 WITH due AS MATERIALIZED (
-    SELECT t.seq FROM {schema}.tasks_open AS o
-    JOIN {schema}.tasks AS t ON t.seq = o.seq
-    WHERE o.status = 'pending' AND o.expires_at IS NOT NULL AND o.expires_at <= $1
-      AND t.status = 'pending' AND t.expires_at <= $1
-    ORDER BY o.expires_at
+    SELECT seq FROM {schema}.tasks
+    WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1
+    ORDER BY expires_at
     LIMIT $2
-    FOR UPDATE OF t SKIP LOCKED
-),
-closed AS (
-    DELETE FROM {schema}.tasks_open AS o USING due WHERE o.seq = due.seq
+    FOR UPDATE SKIP LOCKED
 ),
 recorded AS (
     INSERT INTO {schema}.events (task_id, type, at, reason)

@@ -69,7 +69,7 @@ impl ScratchSchema {
         let mut conn = self.connection().await?;
         let vacuumed = sqlx::raw_sql(
             self.schema
-                .sql("VACUUM ANALYZE {schema}.tasks, {schema}.tasks_open, {schema}.events"),
+                .sql("VACUUM ANALYZE {schema}.tasks, {schema}.events"),
         )
         .execute(&mut conn)
         .await
@@ -79,46 +79,6 @@ impl ScratchSchema {
         }
         let _ = conn.close().await;
         vacuumed.map(|_| ())
-    }
-
-    /// How many tasks break the open tasks' invariant (see the store's `open` module): an open
-    /// task (pending, running, failed) without its `tasks_open` row or with other values in
-    /// it, or an open row of an ended or deleted task. Tests expect 0 after any workload. A
-    /// schema not created yet has none.
-    pub async fn open_mismatches(&self) -> Result<u64, StoreError> {
-        let mut conn = self.connection().await?;
-        let exists: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'tasks_open')",
-        )
-        .bind(self.name())
-        .fetch_one(&mut conn)
-        .await
-        .map_err(db_err)?;
-        let n: i64 = if exists {
-            sqlx::query_scalar(self.schema.sql(crate::open::MISMATCHES))
-                .fetch_one(&mut conn)
-                .await
-                .map_err(db_err)?
-        } else {
-            0
-        };
-        let _ = conn.close().await;
-        Ok(n as u64)
-    }
-
-    /// [`ScratchSchema::open_mismatches`] for a `Drop` impl (see
-    /// [`ScratchSchema::drop_all_blocking`]).
-    pub fn open_mismatches_blocking(&self) -> Result<u64, StoreError> {
-        let scratch = self.clone();
-        std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| StoreError::Database(Cause::with_context("a runtime to check in", e)))?
-                .block_on(scratch.open_mismatches())
-        })
-        .join()
-        .map_err(|_| StoreError::Database("the thread checking the schema panicked".into()))?
     }
 
     /// Drops the schema with everything in it, if it exists.

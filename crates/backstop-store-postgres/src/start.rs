@@ -26,11 +26,6 @@ held AS MATERIALIZED (
         FOR UPDATE OFFSET 0
     ) AS t
     WHERE t.epoch = l.epoch AND t.status = 'pending' AND t.lease_owner = $4
-),
-opened AS (
-    UPDATE {schema}.tasks_open AS o
-    SET status = 'running', lease_until = held.lease_until, run_at = held.run_at
-    FROM held WHERE o.seq = held.seq
 )
 UPDATE {schema}.tasks AS t
 SET status = 'running', attempts = t.attempts + 1, lease_until = held.lease_until,

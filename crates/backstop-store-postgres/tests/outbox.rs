@@ -170,8 +170,8 @@ async fn a_payload_bound_as_bytes_is_kept_exactly() {
 }
 
 /// An application role with only the privileges docs/outbox.md names (`USAGE` on the schema,
-/// `INSERT` and `SELECT (kind, key)` on `tasks`) creates a task the store claims: the trigger
-/// that opens it writes `tasks_open` as the schema's owner, not as the application.
+/// `INSERT` and `SELECT (kind, key)` on `tasks`) creates a task the store claims: nothing the
+/// insert sets off (the wake-up trigger) needs more of the application.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_role_with_the_documented_privileges_only_can_insert() {
     if skip() {
