@@ -187,13 +187,11 @@ WHERE key = 'done';";
     /// and lists the dead letter.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migration_10_carries_a_previous_release_ledger_forward() {
-        let Some(url) = std::env::var("BACKSTOP_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            eprintln!("skipped: BACKSTOP_TEST_POSTGRES_URL is not set");
+        const URL_VAR: &str = "BACKSTOP_TEST_POSTGRES_URL";
+        if backstop_store_tests::server::skip_without(URL_VAR) {
             return;
-        };
+        }
+        let url = backstop_store_tests::server::server_url(URL_VAR).expect("the test server");
         let scratch = ScratchSchema::new(&url, "upgrade").unwrap();
         let store = PostgresStore::connect(scratch.options()).await.unwrap();
         run_to(&store.db, 9).await.unwrap();
