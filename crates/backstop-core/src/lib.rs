@@ -19,6 +19,7 @@ pub mod idempotency;
 pub mod kind;
 pub mod machine;
 pub mod manual;
+pub mod optimism;
 pub mod outcome;
 pub mod store;
 pub mod task;

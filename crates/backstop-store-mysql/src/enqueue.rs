@@ -1,14 +1,16 @@
 //! Enqueue: a batch in one transaction, idempotent by `(kind, key)`, results in order.
 //!
-//! A batch of new keys that fits one `INSERT` is that statement alone (see
-//! [`insert_all_new`]). Otherwise the batch first looks up which `(kind, key)` already exist
-//! (one `OR` chain over the unique index per list of pairs), decides each task's fate in order
-//! — an earlier task of the same batch counts as existing — and inserts only the new ones,
-//! many rows per `INSERT`. A concurrent enqueue of the same `(kind, key)` that commits first
-//! makes the `INSERT` fail with a duplicate key; the transaction is then tried again and finds
-//! the winner's row. (`INSERT IGNORE` would also turn a too-long value into a silent
-//! truncation, and `ON DUPLICATE KEY UPDATE` cannot tell a new row from an existing one when
-//! the driver asks for found rows, as sqlx does.)
+//! A batch of new keys is written without looking first (see [`insert_all_new`]): one
+//! `INSERT` alone when it fits one statement, otherwise its statements in one transaction,
+//! rolled back whole when a key turns out taken — after which the next batches look first for
+//! a while ([`Optimism`](backstop_core::optimism::Optimism)). Looking first means one lookup of
+//! which `(kind, key)` already exist (one `OR` chain over the unique index per list of pairs),
+//! deciding each task's fate in order — an earlier task of the same batch counts as existing —
+//! and inserting only the new ones, many rows per `INSERT`. A concurrent enqueue of the same
+//! `(kind, key)` that commits first makes the `INSERT` fail with a duplicate key; the
+//! transaction is then tried again and finds the winner's row. (`INSERT IGNORE` would also turn
+//! a too-long value into a silent truncation, and `ON DUPLICATE KEY UPDATE` cannot tell a new
+//! row from an existing one when the driver asks for found rows, as sqlx does.)
 //!
 //! The [`Enqueue`] impl is here, next to its SQL.
 
@@ -16,7 +18,7 @@ use crate::Db;
 use crate::MysqlStore;
 use crate::row::{col, id_bytes, parse_id, status_code, text, to_ms};
 use crate::shapes::{chunks, padded_lists, repeat};
-use crate::tx::{Fail, Retry, db_err, transaction, worth_another_try};
+use crate::tx::{DUPLICATE, Fail, Retry, db_err, error_number, transaction, worth_another_try};
 use backstop_core::group_commit;
 use backstop_core::idempotency::same_payload;
 use backstop_core::store::{BoxFuture, Enqueue};
@@ -102,21 +104,17 @@ pub(crate) async fn enqueue_rows(
     })
 }
 
-/// The common case in one round trip: a batch of new keys that fits one `INSERT` (a single
-/// task, say) is that statement alone, outside any transaction — one statement is atomic by
-/// itself. `None` when a key already exists (or the batch is larger, or the statement lost a
-/// lock race): the caller looks before inserting, in a transaction.
+/// The common case: a batch of new keys, inserted without looking first. A batch that fits one
+/// `INSERT` (a single task, say) is that statement alone, outside any transaction — one
+/// statement is atomic by itself; a larger one, while no recent batch met a taken key (see
+/// [`Optimism`](backstop_core::optimism::Optimism)), is its statements in one transaction,
+/// rolled back whole when a key turns out taken. `None` when a key already exists (or the
+/// batch repeats a pair, or the statement lost a lock race, or recent batches met taken
+/// keys): the caller looks before inserting, in a transaction.
 async fn insert_all_new(
     db: &Db,
     rows: &[Row<'_>],
 ) -> Result<Option<Vec<EnqueueResult>>, StoreError> {
-    let groups = by_size(rows);
-    let [group] = groups.as_slice() else {
-        return Ok(None);
-    };
-    if chunks(group, SHAPES).len() != 1 {
-        return Ok(None);
-    }
     let mut pairs: Vec<(&str, &str)> = rows
         .iter()
         .map(|r| (r.task.kind.as_str(), r.task.key.as_str()))
@@ -126,8 +124,27 @@ async fn insert_all_new(
     if pairs.len() != rows.len() {
         return Ok(None);
     }
-    let mut conn = db.pool.acquire().await.map_err(db_err)?;
-    match insert(db, &mut conn, rows).await {
+    let one_statement = matches!(by_size(rows).as_slice(), [g] if chunks(g, SHAPES).len() == 1);
+    let inserted = if one_statement {
+        let mut conn = db.pool.acquire().await.map_err(db_err)?;
+        insert(db, &mut conn, rows).await
+    } else if db.optimism.hopeful() {
+        let mut tx = db.pool.begin().await.map_err(db_err)?;
+        match insert(db, &mut tx, rows).await {
+            Ok(()) => tx.commit().await.map_err(Fail::Sql),
+            Err(e) => {
+                // At once: its row locks would hold up other enqueues of these keys.
+                tx.rollback().await.map_err(db_err)?;
+                if matches!(&e, Fail::Sql(e) if error_number(e) == Some(DUPLICATE)) {
+                    db.optimism.disappointed();
+                }
+                Err(e)
+            }
+        }
+    } else {
+        return Ok(None);
+    };
+    match inserted {
         Ok(()) => Ok(Some(
             rows.iter()
                 .map(|r| EnqueueResult::Created(r.task.id))
@@ -166,6 +183,9 @@ async fn enqueue_once<'a>(
                 EnqueueResult::Created(t.id)
             }
         });
+    }
+    if new.len() == rows.len() {
+        db.optimism.one_more_batch();
     }
     insert(db, conn, &new).await?;
     redeliver(db, conn, &redelivered).await?;

@@ -66,6 +66,8 @@ pub struct MysqlStore {
 pub(crate) struct Db {
     pub(crate) pool: MySqlPool,
     pub(crate) tables: Tables,
+    /// Whether enqueued batches are expected to be all new (see `enqueue`).
+    pub(crate) optimism: backstop_core::optimism::Optimism,
 }
 
 impl MysqlStore {
@@ -85,7 +87,11 @@ impl MysqlStore {
     pub async fn connect(opts: MysqlOptions) -> Result<Self, StoreError> {
         let tables = Tables::new(&opts.prefix)?;
         let pool = connect::open(&opts).await?;
-        let db = Arc::new(Db { pool, tables });
+        let db = Arc::new(Db {
+            pool,
+            tables,
+            optimism: Default::default(),
+        });
         let writer = db.clone();
         let (committer, run) = GroupCommit::new(move |tasks, created_at| {
             let db = writer.clone();

@@ -14,7 +14,7 @@ const DEADLOCK: u16 = 1213;
 /// ER_LOCK_WAIT_TIMEOUT.
 const LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// ER_DUP_ENTRY.
-const DUPLICATE: u16 = 1062;
+pub(crate) const DUPLICATE: u16 = 1062;
 
 /// Why a transaction body stopped: a database error (maybe worth another try) or an answer
 /// for the caller.

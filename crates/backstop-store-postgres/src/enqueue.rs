@@ -22,7 +22,6 @@ use jiff::Timestamp;
 use sqlx::postgres::PgBindIterExt;
 use sqlx::{PgConnection, Row};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The insert of a batch, in the order given, up to its conflict clause: a task with a
 /// reason is a dead letter from the start (`Intake::Failed`): `failed`, with the reason as its
@@ -57,32 +56,6 @@ const INSERT: &str = concat!(
 /// rows in 1.06 s plain, 1.28 s with it). A taken pair fails the whole statement, which wrote
 /// nothing then, and the batch is written again with [`INSERT`].
 const INSERT_NEW: &str = concat!(insert_batch!(), "RETURNING id");
-
-/// After a batch met a taken pair, this many batches go straight to [`INSERT`]: repeats come
-/// in runs (a bridge's redeliveries, a client's retries), and each failed [`INSERT_NEW`] is
-/// wasted work.
-const CAUTIOUS_BATCHES: u32 = 64;
-
-/// Whether the store's batches are expected to be all new (see [`INSERT_NEW`]): shared by its
-/// writes, so that a run of repeats switches every writer to `ON CONFLICT` for a while.
-#[derive(Default)]
-pub(crate) struct Optimism(AtomicU32);
-
-impl Optimism {
-    fn hopeful(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == 0
-    }
-
-    fn disappointed(&self) {
-        self.0.store(CAUTIOUS_BATCHES, Ordering::Relaxed);
-    }
-
-    fn one_more_batch(&self) {
-        let _ = self
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-    }
-}
 
 /// The tasks holding the given `(kind, key)` pairs, by 1-based position in the lists.
 const EXISTING: &str = "

@@ -63,7 +63,7 @@ pub(crate) struct Db {
     pub(crate) pool: PgPool,
     pub(crate) schema: Schema,
     /// Whether enqueued batches are expected to be all new (see `enqueue`).
-    pub(crate) optimism: enqueue::Optimism,
+    pub(crate) optimism: backstop_core::optimism::Optimism,
 }
 
 impl PostgresStore {

@@ -158,6 +158,62 @@ pub async fn batch_enqueue_reports_each_item_in_order(store: S) {
     );
 }
 
+/// A large batch of new keys may be written without looking first; one taken key in it must
+/// still be reported as existing or conflicting, and nothing written twice or half.
+pub async fn large_batches_with_a_taken_key_report_it(store: S) {
+    for round in 0..3 {
+        let kind = format!("big{round}");
+        let same = put(&*store, task(&kind, "k700", "{}")).await;
+        let other = put(&*store, task(&kind, "k1200", r#"{"n":1}"#)).await;
+        let many: Vec<_> = (0..1500)
+            .map(|i| task(&kind, &format!("k{i}"), "{}"))
+            .collect();
+        let r = store
+            .enqueue(EnqueueParams {
+                tasks: many.clone(),
+                now: t0(),
+            })
+            .await
+            .unwrap();
+        for (i, (t, r)) in many.iter().zip(&r).enumerate() {
+            let want = match i {
+                700 => EnqueueResult::Existing(same),
+                1200 => EnqueueResult::Conflict(other),
+                _ => EnqueueResult::Created(t.id),
+            };
+            assert_eq!(*r, want, "round {round}, task {i}");
+        }
+        assert_eq!(
+            store
+                .counts(CountsParams {
+                    kind: Some(kind.clone())
+                })
+                .await
+                .unwrap()
+                .pending,
+            1500,
+            "round {round}: each key once"
+        );
+        // The next all-new batch after a taken key is written too.
+        let after: Vec<_> = (0..1500)
+            .map(|i| task(&kind, &format!("after{i}"), "{}"))
+            .collect();
+        let r = store
+            .enqueue(EnqueueParams {
+                tasks: after.clone(),
+                now: t0(),
+            })
+            .await
+            .unwrap();
+        assert!(
+            r.iter()
+                .zip(&after)
+                .all(|(r, t)| *r == EnqueueResult::Created(t.id)),
+            "round {round}: the batch after"
+        );
+    }
+}
+
 pub async fn concurrent_enqueues_are_all_durable_and_distinct(store: S) {
     let mut handles = Vec::new();
     for i in 0..200 {

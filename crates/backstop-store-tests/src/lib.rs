@@ -48,6 +48,7 @@ macro_rules! conformance_suite {
             enqueue_same_payload_returns_the_existing_task,
             enqueue_different_payload_conflicts_and_changes_nothing,
             batch_enqueue_reports_each_item_in_order,
+            large_batches_with_a_taken_key_report_it,
             concurrent_enqueues_are_all_durable_and_distinct,
             concurrent_enqueues_of_one_key_create_one_task,
             concurrent_enqueues_keep_each_creation_time,
