@@ -21,6 +21,7 @@ pub mod machine;
 pub mod manual;
 pub mod optimism;
 pub mod outcome;
+pub mod schedule;
 pub mod store;
 pub mod task;
 pub mod transition;
