@@ -173,14 +173,37 @@ pub enum Intake {
         /// Why, as `reason` and `last_error` on the task.
         reason: String,
     },
+    /// Already ended without running: `compensated` with this reason and no attempt. A
+    /// schedule's instant that was missed, overlapped its previous tick, or fell in a pause.
+    Compensated {
+        /// Why, as `reason` on the task.
+        reason: String,
+    },
 }
 
 impl Intake {
     /// The dead letter's reason (`Failed`), or `None` for a task to run.
     pub fn failed_reason(&self) -> Option<&str> {
         match self {
-            Intake::Run => None,
             Intake::Failed { reason } => Some(reason),
+            Intake::Run | Intake::Compensated { .. } => None,
+        }
+    }
+
+    /// The status the task enters with.
+    pub fn status(&self) -> Status {
+        match self {
+            Intake::Run => Status::Pending,
+            Intake::Failed { .. } => Status::Failed,
+            Intake::Compensated { .. } => Status::Compensated,
+        }
+    }
+
+    /// Its reason: the dead letter's or the compensation's; `None` for a task to run.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Intake::Run => None,
+            Intake::Failed { reason } | Intake::Compensated { reason } => Some(reason),
         }
     }
 }

@@ -18,6 +18,7 @@
 //! | `statement_runs` | [`Statements`] | record_statement_run, statement_runs, statement_run |
 //! | `entities` | [`Entities`] | transition_entity, entity |
 //! | `callbacks` | [`Callbacks`] | record_callback, list_callbacks |
+//! | `schedules` | [`Schedules`] | schedules, advance_schedule, pause_schedule, define_schedule, database_now |
 //! | `watch` | [`WorkWatch`] | watch_work |
 //!
 //! A service that needs one concern can take that trait (`Arc<dyn Store>` upcasts to
@@ -39,6 +40,7 @@ mod migrate;
 mod read;
 mod rescue;
 mod retention;
+mod schedules;
 mod statement_runs;
 mod watch;
 
@@ -63,6 +65,10 @@ pub use read::{
 };
 pub use rescue::{ExpireParams, Rescue, RescueParams, Rescued};
 pub use retention::{Prunable, PruneParams, Retention};
+pub use schedules::{
+    AdvanceScheduleParams, DefineScheduleParams, PauseScheduleParams, ScheduleRecord, Schedules,
+    SchedulesParams,
+};
 pub use statement_runs::{
     RecordStatementRunParams, StatementRun, StatementRunParams, StatementRunsParams, Statements,
 };
@@ -90,6 +96,7 @@ pub trait Store:
     + Statements
     + Entities
     + Callbacks
+    + Schedules
     + WorkWatch
     + Send
     + Sync
@@ -110,6 +117,7 @@ impl<T> Store for T where
         + Statements
         + Entities
         + Callbacks
+        + Schedules
         + WorkWatch
         + Send
         + Sync
