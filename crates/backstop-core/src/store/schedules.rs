@@ -104,7 +104,8 @@ pub trait Schedules: Send + Sync {
     ) -> BoxFuture<'_, Result<ScheduleRecord, StoreError>>;
 
     /// The database's clock, which every planner on it plans against (so a process with a
-    /// fast clock creates nothing early). The embedded store answers with the process's
-    /// own clock, which is the only one.
-    fn database_now(&self) -> BoxFuture<'_, Result<Timestamp, StoreError>>;
+    /// fast clock creates nothing early). `None` from a store without a clock of its own
+    /// (the embedded SQLite store, whose one process's clock is the only one): the caller
+    /// then uses its own [`Clock`](crate::Clock), which tests can drive.
+    fn database_now(&self) -> BoxFuture<'_, Result<Option<Timestamp>, StoreError>>;
 }
