@@ -11,6 +11,7 @@ use crate::handler::Handler;
 use crate::inflight::InFlight;
 use crate::options::EngineOptions;
 use backstop_core::broker::BridgeConfig;
+use backstop_core::schedule::Schedule;
 use backstop_core::{Clock, KindConfig, Machine, Store, SystemClock, Target};
 use backstop_webhooks::{DeliveryClient, StandardWebhooks};
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ pub struct EngineBuilder {
     alerts: AlertOptions,
     sources: Vec<CallbackSource>,
     bridges: Vec<BridgeConfig>,
+    schedules: Vec<Schedule>,
 }
 
 impl EngineBuilder {
@@ -40,6 +42,12 @@ impl EngineBuilder {
     /// Adds a broker bridge; its kind must be one of the engine's kinds.
     pub fn bridge(mut self, b: BridgeConfig) -> Self {
         self.bridges.push(b);
+        self
+    }
+
+    /// Adds a schedule; its kind must be one of the engine's kinds.
+    pub fn schedule(mut self, s: Schedule) -> Self {
+        self.schedules.push(s);
         self
     }
 
@@ -169,6 +177,19 @@ impl EngineBuilder {
             let status = Arc::new(BridgeStatus::new(&b, self.clock.now()));
             bridges.push((b, status));
         }
+        let mut schedules: Vec<Schedule> = Vec::new();
+        for s in self.schedules {
+            if kinds.get(&s.kind).is_none() {
+                return Err(EngineError::ScheduleKind {
+                    schedule: s.name,
+                    kind: s.kind,
+                });
+            }
+            if schedules.iter().any(|c| c.name == s.name) {
+                return Err(EngineError::DuplicateSchedule(s.name));
+            }
+            schedules.push(s);
+        }
         let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
         let alerts = AlertHub::new(kinds.configs().keys().map(String::as_str));
         let started = self.clock.now();
@@ -190,6 +211,7 @@ impl EngineBuilder {
                 inflight: Arc::new(InFlight::default()),
                 leading: watch::Sender::new(false),
                 started,
+                schedules: schedules.into(),
             }),
         })
     }
@@ -208,6 +230,7 @@ impl Engine {
             alerts: AlertOptions::default(),
             sources: Vec::new(),
             bridges: Vec::new(),
+            schedules: Vec::new(),
         }
     }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Parts {
     pub(crate) leading: watch::Sender<bool>,
     /// When this engine was built (the stall watch counts from here on a fresh database).
     pub(crate) started: jiff::Timestamp,
+    /// The configured schedules, which the planner plans.
+    pub(crate) schedules: Arc<[backstop_core::schedule::Schedule]>,
 }
 
 impl Engine {

@@ -27,4 +27,8 @@ pub enum EngineError {
     BridgeKind { bridge: String, kind: String },
     #[error("bridge {0:?} is configured twice")]
     DuplicateBridge(String),
+    #[error("schedule {schedule:?} creates tasks of kind {kind:?}, which is not configured")]
+    ScheduleKind { schedule: String, kind: String },
+    #[error("schedule {0:?} is configured twice")]
+    DuplicateSchedule(String),
 }

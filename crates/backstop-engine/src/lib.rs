@@ -33,6 +33,7 @@ mod pace;
 pub mod pull;
 pub mod reconciler;
 mod retention;
+pub mod schedules;
 pub mod statement;
 mod supervisor;
 mod wakeups;

@@ -13,6 +13,7 @@ use crate::leader::Leader;
 use crate::reconciler::Reconciler;
 use crate::reconciler::nodes::Nodes;
 use crate::retention;
+use crate::schedules::planner::Planner;
 use crate::wakeups;
 use backstop_core::store::ReleaseParams;
 use std::future::Future;
@@ -51,6 +52,8 @@ impl Engine {
         let reconciler = tokio::spawn(reconciler.run(stop_rx.clone()));
         let nodes = Nodes::new(ctx, opts, parts.leading.subscribe(), parts.started);
         let nodes = tokio::spawn(nodes.run(stop_rx.clone()));
+        let planner = Planner::new(ctx.clone(), parts.schedules.clone());
+        let planner = tokio::spawn(planner.run(stop_rx.clone()));
         let alerter = Alerter::new(ctx.clone(), parts.alert_opts.clone(), opts);
         let alerter = tokio::spawn(alerter.run(stop_rx.clone()));
         let pruner = tokio::spawn(retention::run(
@@ -147,6 +150,7 @@ impl Engine {
         }
         let _ = heartbeat.await;
         let _ = reconciler.await;
+        let _ = planner.await;
         let _ = nodes.await;
         let _ = alerter.await;
         let _ = pruner.await;

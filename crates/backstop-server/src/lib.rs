@@ -36,6 +36,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "leases", description = "Pull work for workers in any language"),
         (name = "kinds", description = "Configured kinds"),
         (name = "bridges", description = "Broker bridges into the ledger"),
+        (name = "schedules", description = "Cron schedules: every instant a task"),
         (name = "reconciliations", description = "A provider's statement against the ledger"),
         (name = "entities", description = "Guarded state transitions of business entities"),
         (name = "hooks", description = "Inbound provider callbacks, verified by each source's signature scheme"),
@@ -64,6 +65,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::leases::router())
         .merge(routes::kinds::router())
         .merge(routes::bridges::router())
+        .merge(routes::schedules::router())
         .merge(routes::reconciliations::router())
         .merge(routes::entities::router())
         .merge(routes::metrics::router())

@@ -9,7 +9,7 @@
 
 use crate::Db;
 use crate::MysqlStore;
-use crate::row::{col, from_ms, id_bytes, parse_id, text, to_ms};
+use crate::row::{col, from_ms, id_bytes, parse_id, status_code, text, to_ms};
 use crate::tx::{Fail, Retry, db_err, transaction};
 use backstop_core::callback::{UnknownVerdict, changed_payload_reason};
 use backstop_core::idempotency::same_payload;
@@ -24,9 +24,10 @@ use sqlx::mysql::MySqlRow;
 
 const EXISTING: &str = "SELECT id, payload FROM {tasks} WHERE kind = ? AND `key` = ?";
 
+/// The task as its intake has it (`status`, `reason`, `last_error`), as enqueue writes it.
 const INSERT_TASK: &str = "INSERT INTO {tasks} (id, kind, `key`, payload, max_attempts, run_at, \
-                           expires_at, traceparent, created_at, updated_at) \
-                           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                           expires_at, traceparent, status, reason, last_error, created_at, \
+                           updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 const INSERT: &str = "INSERT INTO {callbacks} (id, source, received_at, verdict, reason, \
                       event_id, task_id, headers, body, body_len) \
@@ -92,6 +93,9 @@ async fn record_once(
                         .bind(to_ms(t.run_at))
                         .bind(t.expires_at.map(to_ms))
                         .bind(t.traceparent.as_deref())
+                        .bind(status_code(t.intake.status()))
+                        .bind(t.intake.reason())
+                        .bind(t.intake.failed_reason())
                         .bind(now)
                         .bind(now)
                         .execute(&mut *conn)

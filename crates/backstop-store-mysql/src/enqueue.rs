@@ -23,7 +23,7 @@ use backstop_core::group_commit;
 use backstop_core::idempotency::same_payload;
 use backstop_core::store::{BoxFuture, Enqueue};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
-use backstop_core::{NewTask, Status, StoreError, TaskId};
+use backstop_core::{NewTask, StoreError, TaskId};
 use jiff::Timestamp;
 use sqlx::MySqlConnection;
 use std::borrow::Cow;
@@ -261,12 +261,8 @@ async fn insert(db: &Db, conn: &mut MySqlConnection, new: &[Row<'_>]) -> Result<
                     .bind(to_ms(t.run_at))
                     .bind(t.expires_at.map(to_ms))
                     .bind(t.traceparent.as_deref())
-                    .bind(status_code(if t.intake.failed_reason().is_some() {
-                        Status::Failed
-                    } else {
-                        Status::Pending
-                    }))
-                    .bind(t.intake.failed_reason())
+                    .bind(status_code(t.intake.status()))
+                    .bind(t.intake.reason())
                     .bind(t.intake.failed_reason())
                     .bind(t.origin.as_deref())
                     .bind(created_at)

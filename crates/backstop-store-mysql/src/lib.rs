@@ -15,7 +15,7 @@
 //! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
 //! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
 //! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
-//! ([`Callbacks`]), and [`WorkWatch`] (none: polling alone) below.
+//! ([`Callbacks`]), `schedules` ([`Schedules`]), and [`WorkWatch`] (none: polling alone) below.
 
 #![warn(missing_docs)]
 
@@ -37,6 +37,7 @@ mod read;
 mod rescue;
 mod retention;
 mod row;
+mod schedules;
 mod scratch;
 mod shapes;
 mod start;

@@ -50,6 +50,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0007_callbacks.sql"),
     ),
     (8, "intake", include_str!("../migrations/0008_intake.sql")),
+    (
+        9,
+        "schedules",
+        include_str!("../migrations/0009_schedules.sql"),
+    ),
 ];
 
 /// ER_DUP_FIELDNAME: the column an `ADD COLUMN` adds is there already.

@@ -6,7 +6,7 @@ use backstop_core::StoreError;
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
 /// `backstop_leaders`, `backstop_beats`, `backstop_statement_runs`, `backstop_entities`,
 /// `backstop_entity_events`, `backstop_entity_decisions`, `backstop_callbacks`,
-/// `backstop_schema`.
+/// `backstop_schedules`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
@@ -41,7 +41,7 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), StoreError> {
 /// through it (`{tasks}` …), and dropping a scratch ledger drops exactly these, so that a table
 /// added here is both usable in templates and dropped, and one missing here is usable in
 /// neither.
-pub(crate) const TABLES: [&str; 10] = [
+pub(crate) const TABLES: [&str; 11] = [
     "schema",
     "tasks",
     "events",
@@ -52,6 +52,7 @@ pub(crate) const TABLES: [&str; 10] = [
     "entity_events",
     "entity_decisions",
     "callbacks",
+    "schedules",
 ];
 
 /// The ledger's table names, for one validated prefix.

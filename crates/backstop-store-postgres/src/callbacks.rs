@@ -17,10 +17,12 @@ use backstop_core::{
 };
 use sqlx::postgres::PgRow;
 
+/// The task as its intake has it (`status`, `reason`, `last_error`), as enqueue writes it.
 const INSERT_TASK: &str = "
 INSERT INTO {schema}.tasks
-    (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+    (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, created_at, updated_at,
+     status, reason, last_error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12)
 ON CONFLICT (kind, key) DO NOTHING
 RETURNING id";
 
@@ -72,6 +74,9 @@ pub(crate) async fn record(
                 .bind(t.expires_at.map(Time))
                 .bind(t.traceparent.as_deref())
                 .bind(Time(p.received_at))
+                .bind(t.intake.status().as_str())
+                .bind(t.intake.reason())
+                .bind(t.intake.failed_reason())
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(db_err)?;

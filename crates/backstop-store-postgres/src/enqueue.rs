@@ -23,9 +23,9 @@ use sqlx::postgres::PgBindIterExt;
 use sqlx::{PgConnection, Row};
 use std::collections::HashSet;
 
-/// The insert of a batch, in the order given, up to its conflict clause: a task with a
-/// reason is a dead letter from the start (`Intake::Failed`): `failed`, with the reason as its
-/// last error too.
+/// The insert of a batch, in the order given, up to its conflict clause: the intake gives the
+/// status (`pending`; `failed` for a dead letter from the start, `Intake::Failed`, its reason
+/// also its last error; `compensated`, `Intake::Compensated`).
 macro_rules! insert_batch {
     () => {
         "
@@ -33,12 +33,13 @@ INSERT INTO {schema}.tasks
     (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, status, reason,
      last_error, origin, created_at, updated_at)
 SELECT n.id, n.kind, n.key, n.payload, n.max_attempts, n.run_at, n.expires_at, n.traceparent,
-       CASE WHEN n.reason IS NULL THEN 'pending' ELSE 'failed' END, n.reason, n.reason,
+       n.status, n.reason, CASE WHEN n.status = 'failed' THEN n.reason END,
        n.origin, n.created_at, n.created_at
 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::timestamptz[],
-            $7::timestamptz[], $8::text[], $9::timestamptz[], $10::text[], $11::text[])
+            $7::timestamptz[], $8::text[], $9::timestamptz[], $10::text[], $11::text[],
+            $12::text[])
      WITH ORDINALITY AS n(id, kind, key, payload, max_attempts, run_at, expires_at, traceparent,
-                          created_at, reason, origin, ord)
+                          created_at, reason, origin, status, ord)
 ORDER BY n.ord
 "
     };
@@ -315,8 +316,9 @@ async fn insert_with(
         .bind(t.iter().map(|t| t.expires_at.map(Time)).bind_iter())
         .bind(t.iter().map(|t| t.traceparent.as_deref()).bind_iter())
         .bind(created_at.iter().map(|at| Time(*at)).bind_iter())
-        .bind(t.iter().map(|t| t.intake.failed_reason()).bind_iter())
+        .bind(t.iter().map(|t| t.intake.reason()).bind_iter())
         .bind(t.iter().map(|t| t.origin.as_deref()).bind_iter())
+        .bind(t.iter().map(|t| t.intake.status().as_str()).bind_iter())
         .fetch_all(&mut *conn)
         .await?;
     Ok(ids.into_iter().map(|Id(id)| id).collect())

@@ -15,7 +15,7 @@
 //! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
 //! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
 //! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
-//! ([`Callbacks`]) and `watch` ([`WorkWatch`]).
+//! ([`Callbacks`]), `schedules` ([`Schedules`]) and `watch` ([`WorkWatch`]).
 
 #![warn(missing_docs)]
 
@@ -34,6 +34,7 @@ mod read;
 mod rescue;
 mod retention;
 mod row;
+mod schedules;
 mod schema;
 mod scratch;
 mod start;

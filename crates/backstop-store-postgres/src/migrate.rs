@@ -45,6 +45,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "collate",
         include_str!("../migrations/0010_collate.sql"),
     ),
+    (
+        11,
+        "schedules",
+        include_str!("../migrations/0011_schedules.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

@@ -6,7 +6,7 @@ use crate::Inner;
 use crate::SqliteStore;
 use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
-use crate::row::{id_bytes, parse_id};
+use crate::row::{id_bytes, parse_id, status_code};
 use crate::shapes::chunks;
 use backstop_core::store::{BoxFuture, Enqueue, EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, RecordCallbackParams, RecordedCallback, StoreError};
@@ -158,10 +158,10 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
 /// appends to the table and to the time-ordered indexes skip the descent from the root that a
 /// one-row statement pays; past 32 rows, preparing the statement costs more than that saves.
 pub(crate) const SHAPES: &[usize] = &[32, 8, 2, 1];
-pub(crate) const COLS: usize = 11;
+pub(crate) const COLS: usize = 12;
 
 /// One INSERT per shape; each row binds (id, kind, key, payload, max_attempts, run_at,
-/// expires_at, traceparent, reason, origin, now) — see [`row`].
+/// expires_at, traceparent, status, reason, origin, now) — see [`row`].
 pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
     SHAPES
         .iter()
@@ -169,13 +169,12 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             let values = (0..*rows)
                 .map(|r| {
                     let p: Vec<String> = (1..=COLS).map(|c| format!("?{}", r * COLS + c)).collect();
-                    let (reason, origin, now) = (&p[8], &p[9], &p[10]);
-                    // A reason makes the task a dead letter at once (Intake::Failed): status
-                    // 3 (failed), with the reason as its last error too. Without one it is
-                    // pending (0), and the common row binds two NULLs more than it used to.
-                    // created_at and updated_at are both `now`.
+                    let (status, reason, origin, now) = (&p[8], &p[9], &p[10], &p[11]);
+                    // The intake decides the status: pending (0), a dead letter at once (3,
+                    // Intake::Failed, its reason also its last error) or compensated (4,
+                    // Intake::Compensated). created_at and updated_at are both `now`.
                     format!(
-                        "({}, CASE WHEN {reason} IS NULL THEN 0 ELSE 3 END, {reason}, {reason}, \
+                        "({}, {status}, {reason}, CASE WHEN {status} = 3 THEN {reason} END, \
                          {origin}, {now}, {now})",
                         p[..8].join(", ")
                     )
@@ -203,7 +202,8 @@ pub(crate) fn row(t: &NewTask, now: i64) -> [Value<'_>; COLS] {
         to_ms(t.run_at).into(),
         t.expires_at.map(to_ms).into(),
         t.traceparent.as_deref().into(),
-        t.intake.failed_reason().into(),
+        Value::Int(status_code(t.intake.status())),
+        t.intake.reason().into(),
         t.origin.as_deref().into(),
         Value::Int(now),
     ]

@@ -12,7 +12,7 @@
 //! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
 //! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
 //! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
-//! ([`Callbacks`]), and [`WorkWatch`] (none: polling alone) below.
+//! ([`Callbacks`]), `schedules` ([`Schedules`]), and [`WorkWatch`] (none: polling alone) below.
 
 mod backlog;
 mod callbacks;
@@ -32,6 +32,7 @@ mod read;
 mod rescue;
 mod retention;
 mod row;
+mod schedules;
 mod shapes;
 mod start;
 mod statement_runs;

@@ -36,6 +36,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0007_callbacks.sql"),
     ),
     (8, "intake", include_str!("../migrations/0008_intake.sql")),
+    (
+        9,
+        "schedules",
+        include_str!("../migrations/0009_schedules.sql"),
+    ),
 ];
 
 impl Migrations for SqliteStore {

@@ -1,11 +1,11 @@
-//! Intake and origin: a task taken in as a dead letter (`Intake::Failed`), the origin a
-//! source gives a task (shown on its `created` event), and the `redelivered` events that
-//! repeats with an origin leave on the timeline.
+//! Intake and origin: a task taken in as a dead letter (`Intake::Failed`) or compensated at
+//! once (`Intake::Compensated`), the origin a source gives a task (shown on its `created`
+//! event), and the `redelivered` events that repeats with an origin leave on the timeline.
 
 use crate::fixtures::*;
 use backstop_core::audit::audit;
 use backstop_core::store::*;
-use backstop_core::{EventType, Intake, NewTask, Status, TaskId};
+use backstop_core::{CallbackCheck, EventType, Intake, NewTask, Status, TaskId};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -21,6 +21,14 @@ fn origin(n: u32) -> String {
 fn dead(kind: &str, key: &str, payload: &str, reason: &str) -> NewTask {
     let mut t = task(kind, key, payload);
     t.intake = Intake::Failed {
+        reason: reason.into(),
+    };
+    t
+}
+
+fn compensated(kind: &str, key: &str, payload: &str, reason: &str) -> NewTask {
+    let mut t = task(kind, key, payload);
+    t.intake = Intake::Compensated {
         reason: reason.into(),
     };
     t
@@ -126,6 +134,115 @@ pub async fn a_failed_intake_is_a_dead_letter_at_once(store: S) {
     assert_eq!(timeline(&*store, id).await, tl, "nor its timeline");
 }
 
+/// A schedule's missed tick: written compensated with its reason, never run, and clean in
+/// the audit (a compensation needs a reason, not an attempt).
+pub async fn a_compensated_intake_is_stored_compensated(store: S) {
+    let reason = "missed: no planner ran at 2030-01-01T00:00:00Z (catch_up = skip)";
+    let mut t = compensated("report.daily", "daily@2030-01-01T00:00:00Z", "{}", reason);
+    t.run_at = at(60);
+    let id = put(&*store, t).await;
+    let got = get(&*store, id).await;
+    assert_eq!(got.status, Status::Compensated);
+    assert_eq!(got.reason.as_deref(), Some(reason));
+    assert_eq!(got.last_error, None, "nothing ran, so nothing failed");
+    assert_eq!((got.attempts, got.epoch), (0, 0));
+    assert_eq!((got.lease_owner.as_deref(), got.lease_until), (None, None));
+    assert_eq!(got.run_at, at(60), "run_at as given");
+    assert_eq!((got.created_at, got.updated_at), (t0(), t0()));
+    let listed = store
+        .list(ListParams {
+            status: Some(Status::Compensated),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed, [got.clone()]);
+    let counts = store.counts(CountsParams::default()).await.unwrap();
+    assert_eq!((counts.compensated, counts.total()), (1, 1));
+    assert!(
+        claim(&*store, "report.daily", "w1", 10, at(3600))
+            .await
+            .is_empty(),
+        "never claimed"
+    );
+    let tl = timeline(&*store, id).await;
+    assert_eq!(tl.len(), 1, "{tl:?}");
+    assert_eq!((tl[0].kind, tl[0].at), (EventType::Created, t0()));
+    assert_eq!(audit(&got, &tl), []);
+    let page = store
+        .audit_page(AuditParams {
+            after: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page, [(got.clone(), tl.clone())]);
+    // A repeat is the existing task, whatever its intake.
+    let again = task("report.daily", "daily@2030-01-01T00:00:00Z", "{}");
+    assert_eq!(
+        enqueue_at(&*store, vec![again], 5).await,
+        [EnqueueResult::Existing(id)]
+    );
+    assert_eq!(get(&*store, id).await, got, "a repeat changes nothing");
+    // Retried by hand like any end: it runs after all.
+    let retried = store
+        .retry(ManualParams {
+            id,
+            actor: "alice".into(),
+            reason: None,
+            max_attempts: None,
+            now: at(70),
+        })
+        .await
+        .unwrap();
+    assert_eq!((retried.status, retried.reason), (Status::Pending, None));
+    assert_eq!(
+        claim(&*store, "report.daily", "w1", 10, at(70)).await.len(),
+        1
+    );
+}
+
+/// A verified callback's task is written with its intake too, in the callback's transaction.
+pub async fn a_callback_task_is_written_with_its_intake(store: S) {
+    for (event, intake, status, last_error) in [
+        (
+            "e-failed",
+            Intake::Failed {
+                reason: "bad".into(),
+            },
+            Status::Failed,
+            Some("bad"),
+        ),
+        (
+            "e-compensated",
+            Intake::Compensated {
+                reason: "late".into(),
+            },
+            Status::Compensated,
+            None,
+        ),
+    ] {
+        let mut p = crate::callbacks::verified("acme", event, "{}", at(1));
+        let reason = intake.reason().map(str::to_string);
+        match &mut p.check {
+            CallbackCheck::Verified(t) => t.intake = intake,
+            CallbackCheck::Rejected(_) => unreachable!(),
+        }
+        let r = store.record_callback(p).await.expect("record_callback");
+        let got = get(&*store, r.task_id.expect("a task")).await;
+        assert_eq!((got.status, got.reason), (status, reason), "{event}");
+        assert_eq!(got.last_error.as_deref(), last_error, "{event}");
+        assert_eq!(got.attempts, 0, "{event}");
+        assert_eq!(audit(&got, &timeline(&*store, got.id).await), [], "{event}");
+    }
+    let counts = store.counts(CountsParams::default()).await.unwrap();
+    assert_eq!(
+        (counts.failed, counts.compensated, counts.total()),
+        (1, 1, 2)
+    );
+}
+
 pub async fn a_failed_intake_is_retried_like_any_dead_letter(store: S) {
     let mut t = dead("k", "dl", "{}", "taken in from orders.dlq");
     t.max_attempts = 2;
@@ -221,6 +338,62 @@ pub async fn a_batch_mixes_intakes_and_origins(store: S) {
     assert_eq!((counts.failed, counts.pending), (15, 28));
     let claimed = claim(&*store, "mix", "w1", 100, at(1)).await;
     assert_eq!(claimed.len(), 28, "only the pending ones are claimed");
+}
+
+/// One batch cut into several multi-row statements, mixing the three intakes: each row gets
+/// its own status, reason and last error, and only the ones to run are claimed.
+pub async fn a_batch_mixes_run_failed_and_compensated_intakes(store: S) {
+    let tasks: Vec<NewTask> = (0..43u32)
+        .map(|i| {
+            let key = format!("m{i}");
+            match i % 3 {
+                0 => dead("mix", &key, "{}", &format!("bad {i}")),
+                1 => compensated("mix", &key, "{}", &format!("skipped {i}")),
+                _ => task("mix", &key, "{}"),
+            }
+        })
+        .collect();
+    let results = enqueue_at(&*store, tasks.clone(), 0).await;
+    assert_eq!(
+        results,
+        tasks
+            .iter()
+            .map(|t| EnqueueResult::Created(t.id))
+            .collect::<Vec<_>>()
+    );
+    for (i, t) in tasks.iter().enumerate() {
+        let got = get(&*store, t.id).await;
+        let want = match i % 3 {
+            0 => (
+                Status::Failed,
+                Some(format!("bad {i}")),
+                Some(format!("bad {i}")),
+            ),
+            1 => (Status::Compensated, Some(format!("skipped {i}")), None),
+            _ => (Status::Pending, None, None),
+        };
+        assert_eq!(
+            (got.status, got.reason.clone(), got.last_error.clone()),
+            want,
+            "m{i}"
+        );
+        assert_eq!(got.attempts, 0, "m{i}");
+        assert_eq!(audit(&got, &timeline(&*store, t.id).await), [], "m{i}");
+    }
+    let counts = store.counts(CountsParams::default()).await.unwrap();
+    assert_eq!(
+        (counts.failed, counts.compensated, counts.pending),
+        (15, 14, 14)
+    );
+    let claimed = claim(&*store, "mix", "w1", 100, at(1)).await;
+    let mut keys: Vec<String> = claimed.into_iter().map(|c| c.key).collect();
+    keys.sort();
+    let mut want: Vec<String> = (0..43)
+        .filter(|i| i % 3 == 2)
+        .map(|i| format!("m{i}"))
+        .collect();
+    want.sort();
+    assert_eq!(keys, want, "only the ones to run are claimed");
 }
 
 pub async fn a_repeat_with_an_origin_is_a_redelivered_event(store: S) {

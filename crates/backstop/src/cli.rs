@@ -44,6 +44,10 @@ pub enum Command {
     /// their counts (received = inserted + deduplicated + rejected + in flight).
     #[command(subcommand)]
     Bridges(BridgesCommand),
+    /// Schedules: list them with their next instants and last ticks, run one now, pause,
+    /// resume, backfill a range.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
     /// Apply database migrations (idempotent).
     Migrate,
     /// Measure throughput on this machine: the ledger (default), or the HTTP API and push
@@ -99,6 +103,7 @@ impl Command {
             Command::Tasks(_)
                 | Command::Dead(_)
                 | Command::Bridges(_)
+                | Command::Schedules(_)
                 | Command::Why { .. }
                 | Command::Doctor { .. }
         )
@@ -156,6 +161,47 @@ pub struct ListArgs {
 pub enum BridgesCommand {
     /// Every configured bridge, per process, as its last beat says.
     List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SchedulesCommand {
+    /// Every configured schedule: next instants, last ticks with their status, missed and
+    /// overlapped counts.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the schedule now, by hand (recorded as such; a planned instant keeps its own row).
+    Trigger {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause: each instant until resumed is a compensated row ("paused: …").
+    Pause {
+        name: String,
+        /// Why, kept with the pause.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Resume a paused schedule.
+    Resume { name: String },
+    /// Create the rows of every instant in [--from, --to] that has none, to run now.
+    /// Idempotent: a second backfill of the range creates nothing.
+    Backfill {
+        name: String,
+        /// RFC 3339, e.g. 2026-12-01T00:00:00Z.
+        #[arg(long)]
+        from: jiff::Timestamp,
+        /// RFC 3339; not in the future.
+        #[arg(long)]
+        to: jiff::Timestamp,
+        /// Count what it would create, and create nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(long)]
         json: bool,
     },

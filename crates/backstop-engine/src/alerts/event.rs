@@ -36,11 +36,14 @@ pub enum AlertName {
     /// (JetStream's `MaxAckPending`), past which it silently stops delivering.
     #[serde(rename = "bridge.ack_pending")]
     BridgeAckPending,
+    /// A schedule's instants passed while no planner ran (one per outage, not per instant).
+    #[serde(rename = "schedule.missed")]
+    ScheduleMissed,
 }
 
 impl AlertName {
     /// Every alert event.
-    pub const ALL: [AlertName; 9] = [
+    pub const ALL: [AlertName; 10] = [
         AlertName::TaskFailed,
         AlertName::TaskRescued,
         AlertName::ReconcilerStalled,
@@ -50,6 +53,7 @@ impl AlertName {
         AlertName::AuditDrift,
         AlertName::BridgeDown,
         AlertName::BridgeAckPending,
+        AlertName::ScheduleMissed,
     ];
 
     /// The configured and displayed name.
@@ -64,6 +68,7 @@ impl AlertName {
             AlertName::AuditDrift => "audit.drift",
             AlertName::BridgeDown => "bridge.down",
             AlertName::BridgeAckPending => "bridge.ack_pending",
+            AlertName::ScheduleMissed => "schedule.missed",
         }
     }
 }
@@ -77,7 +82,7 @@ impl fmt::Display for AlertName {
 /// An unknown alert event name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down or bridge.ack_pending)"
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending or schedule.missed)"
 )]
 pub struct UnknownAlert(pub String);
 

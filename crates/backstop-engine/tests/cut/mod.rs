@@ -245,4 +245,38 @@ impl Callbacks for Cut {
     }
 }
 
+impl Schedules for Cut {
+    fn schedules(
+        &self,
+        p: SchedulesParams,
+    ) -> BoxFuture<'_, Result<Vec<ScheduleRecord>, StoreError>> {
+        self.gate(self.inner.schedules(p))
+    }
+
+    fn advance_schedule(
+        &self,
+        p: AdvanceScheduleParams,
+    ) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.gate(self.inner.advance_schedule(p))
+    }
+
+    fn pause_schedule(
+        &self,
+        p: PauseScheduleParams,
+    ) -> BoxFuture<'_, Result<ScheduleRecord, StoreError>> {
+        self.gate(self.inner.pause_schedule(p))
+    }
+
+    fn define_schedule(
+        &self,
+        p: DefineScheduleParams,
+    ) -> BoxFuture<'_, Result<ScheduleRecord, StoreError>> {
+        self.gate(self.inner.define_schedule(p))
+    }
+
+    fn database_now(&self) -> BoxFuture<'_, Result<Option<jiff::Timestamp>, StoreError>> {
+        self.gate(self.inner.database_now())
+    }
+}
+
 impl WorkWatch for Cut {}

@@ -10,4 +10,5 @@ pub mod leases;
 pub mod metrics;
 pub(crate) mod problems;
 pub mod reconciliations;
+pub mod schedules;
 pub mod tasks;

@@ -67,6 +67,15 @@ pub struct NotALeaseToken(Problem);
 )]
 pub struct NoSuchSource(Problem);
 
+/// 404: a schedule that is not configured.
+#[derive(IntoResponses)]
+#[response(
+    status = 404,
+    description = "No such schedule",
+    content_type = "application/problem+json"
+)]
+pub struct NoSuchSchedule(Problem);
+
 /// 413: the body is larger than `api.max_body`.
 #[derive(IntoResponses)]
 #[response(

@@ -7,6 +7,7 @@ mod doctor;
 mod enqueue;
 mod migrate;
 mod reconcile;
+mod schedules;
 mod serve;
 mod tasks;
 mod token;
@@ -53,6 +54,9 @@ impl Ctx {
         for bridge in &self.config.bridges {
             b = b.bridge(bridge.clone());
         }
+        for s in &self.config.schedules {
+            b = b.schedule(s.clone());
+        }
         for s in &self.config.sources {
             b = b.source(
                 s.build()
@@ -85,6 +89,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tasks(c) => tasks::run(&ctx, c).await,
         Command::Dead(c) => dead::run(&ctx, c).await,
         Command::Bridges(c) => bridges::run(&ctx, c).await,
+        Command::Schedules(c) => schedules::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
         Command::Reconcile(a) => reconcile::run(&ctx, a).await,
         Command::Why { id } => why::run(&ctx, &id).await,

@@ -6,7 +6,7 @@
 //! `[retention]` in `retention.rs`, `[kinds.NAME]` in `kinds.rs`, `[api]` in `api.rs`,
 //! `[reconciler]` in `reconciler.rs`, `[[alerts]]` in `alerts.rs`, `[machines.NAME]` in
 //! `machines.rs`, `[sources.NAME]` in `sources.rs`, `[bridges.NAME]` in `bridges.rs` (and a
-//! kind's broker target in `broker_target.rs`). This file reads the whole and holds the
+//! kind's broker target in `broker_target.rs`), `[schedules.NAME]` in `schedules.rs`. This file reads the whole and holds the
 //! checks several sections share.
 
 mod alerts;
@@ -19,6 +19,7 @@ mod kinds;
 mod machines;
 mod reconciler;
 mod retention;
+mod schedules;
 pub mod sources;
 
 pub use api::{ApiConfig, DEFAULT_LISTEN};
@@ -57,6 +58,8 @@ pub struct Config {
     pub sources: Vec<SourceConfig>,
     /// `[bridges.NAME]`: broker consumers into the ledger.
     pub bridges: Vec<backstop_core::broker::BridgeConfig>,
+    /// `[schedules.NAME]`: cron schedules, each instant a task.
+    pub schedules: Vec<backstop_core::schedule::Schedule>,
 }
 
 /// Builds the error of a key that is wrong: `invalid(key, what is wrong)`.
@@ -99,6 +102,8 @@ struct RawConfig {
     sources: BTreeMap<String, sources::RawSource>,
     #[serde(default)]
     bridges: BTreeMap<String, bridges::RawBridge>,
+    #[serde(default)]
+    schedules: BTreeMap<String, backstop_core::schedule::ScheduleDef>,
 }
 
 impl Config {
@@ -135,6 +140,7 @@ impl Config {
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
         let sources = sources::sources(raw.sources, &kinds, base, &invalid)?;
         let bridges = bridges::bridges(raw.bridges, &kinds, &invalid)?;
+        let schedules = schedules::schedules(raw.schedules, &kinds, &invalid)?;
         Ok(Config {
             source: None,
             database: raw.database,
@@ -145,6 +151,7 @@ impl Config {
             machines,
             sources,
             bridges,
+            schedules,
         })
     }
 }
