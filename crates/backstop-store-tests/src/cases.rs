@@ -14,5 +14,6 @@ pub use crate::manual::*;
 pub use crate::reads::*;
 pub use crate::redrive::*;
 pub use crate::retention::*;
+pub use crate::schedules::*;
 pub use crate::schema::*;
 pub use crate::watch::*;

@@ -231,7 +231,11 @@ pub async fn a_callback_task_is_written_with_its_intake(store: S) {
         }
         let r = store.record_callback(p).await.expect("record_callback");
         let got = get(&*store, r.task_id.expect("a task")).await;
-        assert_eq!((got.status, got.reason), (status, reason), "{event}");
+        assert_eq!(
+            (got.status, got.reason.clone()),
+            (status, reason),
+            "{event}"
+        );
         assert_eq!(got.last_error.as_deref(), last_error, "{event}");
         assert_eq!(got.attempts, 0, "{event}");
         assert_eq!(audit(&got, &timeline(&*store, got.id).await), [], "{event}");

@@ -25,6 +25,7 @@ pub mod proxy;
 mod reads;
 mod redrive;
 mod retention;
+mod schedules;
 mod schema;
 pub mod server;
 mod watch;
@@ -113,7 +114,15 @@ macro_rules! conformance_suite {
             the_origin_is_on_the_created_event,
             a_batch_mixes_intakes_and_origins,
             a_repeat_with_an_origin_is_a_redelivered_event,
-            redeliveries_in_one_batch_are_each_recorded
+            redeliveries_in_one_batch_are_each_recorded,
+            a_first_advance_creates_the_schedule,
+            schedule_advances_are_fenced_by_planned_until,
+            racing_first_advances_store_exactly_one,
+            a_pause_by_hand_round_trips_and_advances_leave_it,
+            schedule_definitions_are_registered_and_removed_keeping_progress,
+            schedules_are_listed_by_name_in_byte_order,
+            every_field_of_schedule_progress_round_trips,
+            the_database_clock_is_near_the_local_clock
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {
