@@ -259,6 +259,23 @@ pub enum BenchCommand {
     /// each next to its raw ceiling with the same client: a consumer that acks without a
     /// ledger, a confirmed publisher without a ledger.
     Brokers(BrokersBenchArgs),
+    /// Many schedules firing every minute: how late their tick rows are written and what the
+    /// process costs; and one catch-up of 1,000 missed instants.
+    Schedules(SchedulesBenchArgs),
+}
+
+/// Flags of `backstop bench schedules`.
+#[derive(Args)]
+pub struct SchedulesBenchArgs {
+    /// Schedules, each `* * * * *`.
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 10_000)]
+    pub schedules: usize,
+    /// Minutes measured (after the first whole minute).
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 2)]
+    pub minutes: usize,
+    /// Print one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop bench brokers`.

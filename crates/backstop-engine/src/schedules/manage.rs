@@ -93,6 +93,17 @@ pub struct BackfillReport {
     pub dry_run: bool,
 }
 
+/// What one planning pass did ([`Engine::plan_schedule`]).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PlanPass {
+    /// Rows written.
+    pub created: usize,
+    /// Rows another planner had written.
+    pub repeated: usize,
+    /// More instants are due than one pass writes.
+    pub more: bool,
+}
+
 /// A manual run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Triggered {
@@ -265,6 +276,19 @@ impl Engine {
             missed: record.map_or(0, |r| r.missed),
             overlapped: record.map_or(0, |r| r.overlapped),
             registered: false,
+        })
+    }
+
+    /// Plans schedule `name` up to now, once, as the planner loop does when it is due (the
+    /// bench times this; the loop needs no help).
+    pub async fn plan_schedule(&self, name: &str) -> Result<PlanPass, ScheduleActionError> {
+        let s = self.schedule(name).await?;
+        let now = super::clock_now(&self.ctx).await?;
+        let r = super::pass::pass(&self.ctx, &s, now).await?;
+        Ok(PlanPass {
+            created: r.created,
+            repeated: r.repeated,
+            more: r.more,
         })
     }
 

@@ -9,7 +9,9 @@ mod pass;
 pub(crate) mod planner;
 mod registry;
 
-pub use manage::{BackfillReport, ScheduleActionError, ScheduleView, TickView, Triggered};
+pub use manage::{
+    BackfillReport, PlanPass, ScheduleActionError, ScheduleView, TickView, Triggered,
+};
 
 use crate::context::Context;
 use backstop_core::StoreError;

@@ -11,6 +11,7 @@ mod load;
 mod place;
 mod prefill;
 mod reconciler;
+mod schedules;
 mod sink;
 mod statement;
 
@@ -53,5 +54,6 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Reconciler(r)) => reconciler::run(r, database).await,
         Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
         Some(BenchCommand::Brokers(b)) => brokers::run(b).await,
+        Some(BenchCommand::Schedules(s)) => schedules::run(s, database).await,
     }
 }
