@@ -122,7 +122,7 @@ async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError>
             .bind(g.planned_until.map(to_ms))
             .bind(g.outage.map(|o| to_ms(o.0)))
             .bind(g.outage.map(|o| to_ms(o.1)))
-            .bind(g.last_tick.as_ref().map(|id| id_bytes(id).to_vec()))
+            .bind(g.last_tick.as_ref().map(id_bytes))
             .bind(g.waiting.map(to_ms))
             .bind(p.add_missed as i64)
             .bind(p.add_overlapped as i64)

@@ -157,7 +157,7 @@ pub async fn a_compensated_intake_is_stored_compensated(store: S) {
         })
         .await
         .unwrap();
-    assert_eq!(listed, [got.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&got));
     let counts = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!((counts.compensated, counts.total()), (1, 1));
     assert!(

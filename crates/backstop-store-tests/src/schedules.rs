@@ -142,6 +142,19 @@ pub async fn schedule_advances_are_fenced_by_planned_until(store: S) {
         .await
     );
     assert_eq!(list(&*store, Some(&["other"])).await, []);
+    // A pass that changes nothing is still written (MySQL counts matched rows, not changed).
+    assert!(
+        advance(
+            &*store,
+            "s",
+            Some(at(120)),
+            planned(at(120)),
+            (0, 0),
+            at(120)
+        )
+        .await
+    );
+    assert_eq!(one(&*store, "s").await, after);
 }
 
 /// Planners in several processes start on a new schedule at once: exactly one first pass is
