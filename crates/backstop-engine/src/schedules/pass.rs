@@ -9,7 +9,7 @@ use crate::alerts::event::{AlertEvent, AlertName};
 use crate::context::Context;
 use crate::enqueue::enqueue_tasks;
 use backstop_core::schedule::{
-    LastTick, PlannedTick, Schedule, TickCause, plan, rfc3339_seconds, tick_payload,
+    LastTick, Overlap, PlannedTick, Schedule, TickCause, plan, rfc3339_seconds, tick_payload,
 };
 use backstop_core::store::{AdvanceScheduleParams, EnqueueResult, GetParams, SchedulesParams};
 use backstop_core::{Intake, NewTask, StoreError, TaskId};
@@ -44,7 +44,10 @@ pub(crate) async fn pass(
         .await?
         .pop();
     let progress = record.map(|r| r.progress).unwrap_or_default();
-    let last = match progress.last_tick {
+    // `allow` never looks at the last tick (unless a queue_one instant was left waiting by
+    // an earlier definition).
+    let needs_last = s.overlap != Overlap::Allow || progress.waiting.is_some();
+    let last = match progress.last_tick.filter(|_| needs_last) {
         // `None` when retention pruned it: long finished.
         Some(id) => ctx.store.get(GetParams { id }).await?.map(|t| LastTick {
             id,

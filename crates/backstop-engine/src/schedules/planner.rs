@@ -111,12 +111,16 @@ impl Planner {
 
     /// Plans every schedule due at `now`; returns how long to sleep before the next is due.
     async fn round(&self, now: Timestamp, set: &mut BTreeMap<String, Planned>) -> Duration {
+        // Each pass plans against the round's clock reading moved on by the time the round
+        // has taken, so that its rows' `created_at` says when they were written.
+        let started = Instant::now();
         for p in set.values_mut() {
             if p.due.is_some_and(|d| d > now) {
                 continue;
             }
             let s = &p.schedule;
-            p.due = match pass(&self.ctx, s, now).await {
+            let at = now + started.elapsed();
+            p.due = match pass(&self.ctx, s, at).await {
                 Ok(r) if r.more => None,
                 Ok(r) => {
                     // A schedule with no instant left is never due again.
