@@ -122,7 +122,7 @@ pub fn plan(s: &Schedule, progress: &Progress, last: Option<LastTick>, now: Time
     // `latest`: the most recent instant runs — an on-time one when there is one, else the
     // last missed one (strictly before the on-time edge, like `in_outage` below).
     let latest_missed = outage.and_then(|(_, to)| {
-        let edge = sub(to, ON_TIME) - SignedDuration::from_nanos(1);
+        let edge = sub(sub(to, ON_TIME), Duration::from_nanos(1));
         let on_time = s.times.next_after(edge).is_some_and(|i| i.at <= to);
         (!on_time)
             .then(|| s.times.last_at_or_before(edge))

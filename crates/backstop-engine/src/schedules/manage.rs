@@ -234,7 +234,10 @@ impl Engine {
                 break;
             };
             instants.push(i.at);
-            cursor = i.at - jiff::SignedDuration::from_nanos(1);
+            let Ok(before) = i.at.checked_sub(jiff::SignedDuration::from_nanos(1)) else {
+                break;
+            };
+            cursor = before;
         }
         let keys: Vec<String> = instants.iter().map(|at| tick_key(&s.name, *at)).collect();
         let rows = self
@@ -373,7 +376,11 @@ impl Engine {
                 rfc3339_seconds(now)
             )));
         }
-        let start = from - jiff::SignedDuration::from_nanos(1);
+        // `from` itself is in the range: start just before it (the earliest time has no
+        // instant before it anyway).
+        let start = from
+            .checked_sub(jiff::SignedDuration::from_nanos(1))
+            .unwrap_or(from);
         let (instants, more) = s.times.between(start, to, BACKFILL_MAX);
         if more {
             return Err(ScheduleActionError::BadRange(format!(
