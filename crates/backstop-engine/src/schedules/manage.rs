@@ -152,7 +152,7 @@ impl Engine {
 
     /// Every schedule with its progress, next instants and last ticks.
     pub async fn schedules(&self) -> Result<Vec<ScheduleView>, StoreError> {
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         let records = self.ctx.store.schedules(SchedulesParams::default()).await?;
         let mut out = Vec::new();
         for (s, registered) in self.all_schedules().await? {
@@ -175,7 +175,7 @@ impl Engine {
             return Err(ScheduleActionError::Configured(name.to_string()));
         }
         let s = check(&self.ctx, name, def).map_err(ScheduleActionError::Invalid)?;
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         let json = serde_json::to_string(&s.def).expect("a definition serialises");
         let record = self
             .ctx
@@ -199,7 +199,7 @@ impl Engine {
             return Err(ScheduleActionError::Configured(name.to_string()));
         }
         let s = self.schedule(name).await?;
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         self.ctx
             .store
             .define_schedule(DefineScheduleParams {
@@ -286,7 +286,7 @@ impl Engine {
     /// bench times this; the loop needs no help).
     pub async fn plan_schedule(&self, name: &str) -> Result<PlanPass, ScheduleActionError> {
         let s = self.schedule(name).await?;
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         let r = super::pass::pass(&self.ctx, &s, now).await?;
         Ok(PlanPass {
             created: r.created,
@@ -304,7 +304,7 @@ impl Engine {
     ) -> Result<Triggered, ScheduleActionError> {
         let s = self.schedule(name).await?;
         let s = &s;
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         let key = manual_key(&s.name, now);
         let payload = tick_payload(&s.payload, now, TickCause::Manual);
         let origin = serde_json::json!({"schedule": s.name, "trigger": "manual", "actor": actor});
@@ -333,7 +333,7 @@ impl Engine {
     ) -> Result<ScheduleView, ScheduleActionError> {
         let s = self.schedule(name).await?;
         let s = &s;
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         let record = self
             .ctx
             .store
@@ -360,7 +360,7 @@ impl Engine {
     ) -> Result<BackfillReport, ScheduleActionError> {
         let s = self.schedule(name).await?;
         let s = &s;
-        let now = super::clock_now(&self.ctx).await?;
+        let now = super::clock::clock_now(&self.ctx).await?;
         if from > to {
             return Err(ScheduleActionError::BadRange(format!(
                 "--from {} is after --to {}",

@@ -4,6 +4,7 @@
 //! registered over the API live in the ledger (`registry`). The decisions themselves are
 //! in [`backstop_core::schedule`].
 
+mod clock;
 pub mod manage;
 mod pass;
 pub(crate) mod planner;
@@ -12,16 +13,3 @@ mod registry;
 pub use manage::{
     BackfillReport, PlanPass, ScheduleActionError, ScheduleView, TickView, Triggered,
 };
-
-use crate::context::Context;
-use backstop_core::StoreError;
-use jiff::Timestamp;
-
-/// The clock schedules are planned against: the database's where it has one, else the
-/// engine's.
-pub(crate) async fn clock_now(ctx: &Context) -> Result<Timestamp, StoreError> {
-    Ok(match ctx.store.database_now().await? {
-        Some(t) => t,
-        None => ctx.clock.now(),
-    })
-}

@@ -67,7 +67,7 @@ impl Planner {
             let sleep = if set.is_empty() {
                 REFRESH
             } else {
-                match super::clock_now(&self.ctx).await {
+                match super::clock::clock_now(&self.ctx).await {
                     Ok(now) => self.round(now, &mut set).await,
                     Err(e) => {
                         tracing::warn!(error = %e, "schedules: cannot read the database's clock");
