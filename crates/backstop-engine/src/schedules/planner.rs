@@ -8,6 +8,7 @@ use super::pass::pass;
 use super::registry::registered;
 use crate::context::Context;
 use backstop_core::schedule::Schedule;
+use futures_util::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +17,9 @@ use tokio::sync::watch;
 
 /// The longest the planner sleeps without reading the database's clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
+
+/// Planning passes of different schedules run at once, at most this many.
+const AT_ONCE: usize = 64;
 
 /// How often schedules registered over the API are read again.
 const REFRESH: Duration = Duration::from_secs(5);
@@ -112,15 +116,25 @@ impl Planner {
     /// Plans every schedule due at `now`; returns how long to sleep before the next is due.
     async fn round(&self, now: Timestamp, set: &mut BTreeMap<String, Planned>) -> Duration {
         // Each pass plans against the round's clock reading moved on by the time the round
-        // has taken, so that its rows' `created_at` says when they were written.
+        // has taken, so that its rows' `created_at` says when they were written. Passes of
+        // different schedules touch different rows: up to `AT_ONCE` run together, so their
+        // writes share commits (the stores batch concurrent enqueues).
         let started = Instant::now();
-        for p in set.values_mut() {
-            if p.due.is_some_and(|d| d > now) {
-                continue;
-            }
-            let s = &p.schedule;
-            let at = now + started.elapsed();
-            p.due = match pass(&self.ctx, s, at).await {
+        let due: Vec<Arc<Schedule>> = set
+            .values()
+            .filter(|p| p.due.is_none_or(|d| d <= now))
+            .map(|p| p.schedule.clone())
+            .collect();
+        let ctx = &self.ctx;
+        let mut passes = stream::iter(due)
+            .map(|s| async move {
+                let at = now + started.elapsed();
+                let r = pass(ctx, &s, at).await;
+                (s, r)
+            })
+            .buffer_unordered(AT_ONCE);
+        while let Some((s, r)) = passes.next().await {
+            let next_due = match r {
                 Ok(r) if r.more => None,
                 Ok(r) => {
                     // A schedule with no instant left is never due again.
@@ -136,6 +150,9 @@ impl Planner {
                     Some(now + RECHECK)
                 }
             };
+            if let Some(p) = set.get_mut(&s.name) {
+                p.due = next_due;
+            }
         }
         let soonest = set.values().map(|p| p.due.unwrap_or(now)).min();
         match soonest {
