@@ -113,16 +113,20 @@ impl Schedules for PostgresStore {
 
 async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError> {
     let g = &p.progress;
-    let updated = sqlx::query(db.schema.sql(ADVANCE))
-        .bind(&p.name)
-        .bind(g.planned_until.map(Time))
-        .bind(g.outage.map(|o| Time(o.0)))
-        .bind(g.outage.map(|o| Time(o.1)))
-        .bind(g.last_tick.map(Id))
-        .bind(g.waiting.map(Time))
-        .bind(p.add_missed as i64)
-        .bind(p.add_overlapped as i64)
-        .bind(Time(p.now))
+    // ADVANCE and FIRST share their first nine binds.
+    let bind = |sql: &'static str| {
+        sqlx::query(db.schema.sql(sql))
+            .bind(&p.name)
+            .bind(g.planned_until.map(Time))
+            .bind(g.outage.map(|o| Time(o.0)))
+            .bind(g.outage.map(|o| Time(o.1)))
+            .bind(g.last_tick.map(Id))
+            .bind(g.waiting.map(Time))
+            .bind(p.add_missed as i64)
+            .bind(p.add_overlapped as i64)
+            .bind(Time(p.now))
+    };
+    let updated = bind(ADVANCE)
         .bind(p.expected.map(Time))
         .execute(&db.pool)
         .await
@@ -134,16 +138,7 @@ async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError>
     if p.expected.is_some() {
         return Ok(false);
     }
-    let inserted = sqlx::query(db.schema.sql(FIRST))
-        .bind(&p.name)
-        .bind(g.planned_until.map(Time))
-        .bind(g.outage.map(|o| Time(o.0)))
-        .bind(g.outage.map(|o| Time(o.1)))
-        .bind(g.last_tick.map(Id))
-        .bind(g.waiting.map(Time))
-        .bind(p.add_missed as i64)
-        .bind(p.add_overlapped as i64)
-        .bind(Time(p.now))
+    let inserted = bind(FIRST)
         .execute(&db.pool)
         .await
         .map_err(db_err)?

@@ -117,25 +117,9 @@ impl Schedules for SqliteStore {
 async fn advance(w: &mut SqliteConnection, p: &AdvanceScheduleParams) -> Result<bool, StoreError> {
     let mut tx = w.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
     let g = &p.progress;
-    let updated = sqlx::query(ADVANCE)
-        .bind(&p.name)
-        .bind(g.planned_until.map(to_ms))
-        .bind(g.outage.map(|o| to_ms(o.0)))
-        .bind(g.outage.map(|o| to_ms(o.1)))
-        .bind(g.last_tick.as_ref().map(|id| id_bytes(id).to_vec()))
-        .bind(g.waiting.map(to_ms))
-        .bind(p.add_missed as i64)
-        .bind(p.add_overlapped as i64)
-        .bind(to_ms(p.now))
-        .bind(p.expected.map(to_ms))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?
-        .rows_affected();
-    let written = if updated == 1 {
-        true
-    } else if p.expected.is_none() {
-        sqlx::query(FIRST)
+    // ADVANCE and FIRST share their first nine binds.
+    let bind = |sql: &'static str| {
+        sqlx::query(sql)
             .bind(&p.name)
             .bind(g.planned_until.map(to_ms))
             .bind(g.outage.map(|o| to_ms(o.0)))
@@ -145,6 +129,17 @@ async fn advance(w: &mut SqliteConnection, p: &AdvanceScheduleParams) -> Result<
             .bind(p.add_missed as i64)
             .bind(p.add_overlapped as i64)
             .bind(to_ms(p.now))
+    };
+    let updated = bind(ADVANCE)
+        .bind(p.expected.map(to_ms))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?
+        .rows_affected();
+    let written = if updated == 1 {
+        true
+    } else if p.expected.is_none() {
+        bind(FIRST)
             .execute(&mut *tx)
             .await
             .map_err(db_err)?

@@ -21,6 +21,17 @@ pub enum Overlap {
     QueueOne,
 }
 
+impl Overlap {
+    /// The name as configured (`skip`, `allow`, `queue_one`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::Allow => "allow",
+            Overlap::QueueOne => "queue_one",
+        }
+    }
+}
+
 /// What the planner does with instants that passed while no planner ran.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -32,6 +43,17 @@ pub enum CatchUp {
     Latest,
     /// Missed instants run in order, up to `catchup_max`; those beyond are compensated.
     All,
+}
+
+impl CatchUp {
+    /// The name as configured (`skip`, `latest`, `all`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::Skip => "skip",
+            CatchUp::Latest => "latest",
+            CatchUp::All => "all",
+        }
+    }
 }
 
 /// The schedule as written: every field a user may set, with serde defaults.
@@ -272,6 +294,16 @@ mod tests {
             .build("bad@name", |_| true)
             .unwrap_err();
         assert_eq!(e.field, "name");
+    }
+
+    #[test]
+    fn names_are_the_configured_ones() {
+        for o in [Overlap::Skip, Overlap::Allow, Overlap::QueueOne] {
+            assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+        }
+        for c in [CatchUp::Skip, CatchUp::Latest, CatchUp::All] {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub(crate) async fn pass(
                     rfc3339_seconds(from),
                     rfc3339_seconds(to),
                     missed,
-                    catch_up_name(s),
+                    s.catch_up.as_str(),
                 ),
             });
             tracing::warn!(schedule = %s.name, from = %from, to = %to, missed,
@@ -128,14 +128,6 @@ pub(crate) async fn pass(
         })
         .await?;
     Ok(report)
-}
-
-fn catch_up_name(s: &Schedule) -> &'static str {
-    match s.catch_up {
-        backstop_core::schedule::CatchUp::Skip => "skip",
-        backstop_core::schedule::CatchUp::Latest => "latest",
-        backstop_core::schedule::CatchUp::All => "all",
-    }
 }
 
 /// The task of one planned tick, with its kind's defaults.

@@ -84,10 +84,9 @@ pub struct TickEntry {
 }
 
 fn entry(v: ScheduleView) -> ScheduleEntry {
-    let word = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
     ScheduleEntry {
-        overlap: word(serde_json::to_value(v.overlap).unwrap_or_default()),
-        catch_up: word(serde_json::to_value(v.catch_up).unwrap_or_default()),
+        overlap: v.overlap.as_str().to_string(),
+        catch_up: v.catch_up.as_str().to_string(),
         name: v.name,
         cron: v.cron,
         timezone: v.timezone,
