@@ -29,6 +29,11 @@ pub enum EventType {
     /// A source delivered the same `(kind, key)` and payload again (a broker redelivery);
     /// the event's `origin` says how it came.
     Redelivered,
+    /// A resumable attempt stopped (a worker shutting down) with its cursor saved: the task
+    /// went back to pending and the attempt was not counted.
+    Suspended,
+    /// A checkpoint arrived from an attempt whose lease had been lost; it was not saved.
+    CheckpointRejected,
 }
 
 impl EventType {
@@ -44,6 +49,8 @@ impl EventType {
             EventType::StaleCompletion => "stale_completion",
             EventType::Redriven => "redriven",
             EventType::Redelivered => "redelivered",
+            EventType::Suspended => "suspended",
+            EventType::CheckpointRejected => "checkpoint_rejected",
         }
     }
 
@@ -60,6 +67,8 @@ impl EventType {
             StaleCompletion,
             Redriven,
             Redelivered,
+            Suspended,
+            CheckpointRejected,
         ]
         .into_iter()
         .find(|t| t.as_str() == s)

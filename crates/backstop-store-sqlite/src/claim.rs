@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 /// The due tasks, oldest `run_at` first, with what a worker needs (status 0 is pending).
 pub(crate) const PICK: &str = "
 SELECT seq, id, key, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
-       created_at
+       created_at, checkpoint
 FROM backstop_tasks
 WHERE status = 0 AND kind = ?1 AND run_at <= ?2
 ORDER BY run_at
@@ -92,6 +92,7 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
                 expires_at: r.opt_int(8).map(from_ms),
                 traceparent: r.opt_text(9)?,
                 created_at: from_ms(r.int(10)),
+                checkpoint: r.opt_text(11)?,
                 started: claimed.len() < p.start,
             });
             Ok(())

@@ -9,13 +9,14 @@
 //!
 //! Each concern's narrow trait of [`Store`] is implemented in the module that holds its SQL:
 //! `migrate` ([`Migrations`]), `enqueue` ([`Enqueue`]), `read` ([`Tasks`]), `lease`
-//! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
+//! ([`Leases`], with `claim`, `complete` and `start`), `checkpoint` ([`Checkpoints`]), `rescue` ([`Rescue`]), `manual`
 //! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
 //! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
 //! ([`Callbacks`]), `schedules` ([`Schedules`]), and [`WorkWatch`] (none: polling alone) below.
 
 mod backlog;
 mod callbacks;
+mod checkpoint;
 mod claim;
 mod cluster;
 mod complete;

@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/0009_schedules.sql"),
     ),
+    (
+        10,
+        "checkpoints",
+        include_str!("../migrations/0010_checkpoints.sql"),
+    ),
 ];
 
 impl Migrations for SqliteStore {

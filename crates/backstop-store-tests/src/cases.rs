@@ -2,6 +2,7 @@
 //! behaviour.
 
 pub use crate::callbacks::*;
+pub use crate::checkpoints::*;
 pub use crate::claim::*;
 pub use crate::complete::*;
 pub use crate::enqueue::*;

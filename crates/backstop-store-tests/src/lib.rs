@@ -10,6 +10,7 @@
 
 mod callbacks;
 pub mod cases;
+mod checkpoints;
 mod claim;
 mod complete;
 mod enqueue;
@@ -122,7 +123,10 @@ macro_rules! conformance_suite {
             schedule_definitions_are_registered_and_removed_keeping_progress,
             schedules_are_listed_by_name_in_byte_order,
             every_field_of_schedule_progress_round_trips,
-            the_database_clock_is_near_the_local_clock
+            the_database_clock_is_near_the_local_clock,
+            a_saved_checkpoint_reaches_the_next_attempt,
+            a_zombie_checkpoint_is_rejected_and_recorded,
+            a_suspended_attempt_is_not_counted
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

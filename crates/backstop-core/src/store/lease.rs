@@ -57,6 +57,9 @@ pub struct ClaimedTask {
     pub traceparent: Option<String>,
     /// When it was enqueued.
     pub created_at: Timestamp,
+    /// The last cursor an attempt saved ([`super::Checkpoints::checkpoint`]), as JSON text:
+    /// where this attempt resumes.
+    pub checkpoint: Option<String>,
     /// Whether the claim started the attempt (`running`); `false`: held, still `pending`.
     pub started: bool,
 }

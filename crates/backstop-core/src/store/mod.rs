@@ -10,6 +10,7 @@
 //! | `enqueue` | [`Enqueue`] | enqueue |
 //! | `read` | [`Tasks`] | get, get_by_key, timeline, list, scan, tasks_by_keys, counts |
 //! | `lease` | [`Leases`] | claim, complete (and starts), heartbeat, release |
+//! | `checkpoint` | [`Checkpoints`] | checkpoint, suspend |
 //! | `rescue` | [`Rescue`] | rescue, expire |
 //! | `manual` | [`ManualActions`] | retry, resolve, cancel, redrive |
 //! | `cluster` | [`Cluster`] | acquire/resign leadership, beat, beats, forget_beats |
@@ -30,6 +31,7 @@
 
 mod backlog;
 mod callbacks;
+mod checkpoint;
 mod cluster;
 mod enqueue;
 mod entities;
@@ -46,6 +48,7 @@ mod watch;
 
 pub use backlog::{AuditPage, AuditParams, Backlog, BacklogParams, KindBacklog};
 pub use callbacks::Callbacks;
+pub use checkpoint::{CheckpointParams, Checkpointed, Checkpoints, SuspendParams};
 pub use cluster::{
     Beat, BeatParams, BeatsParams, Cluster, ForgetBeatsParams, Leadership, LeadershipParams,
     ResignParams,
@@ -88,6 +91,7 @@ pub trait Store:
     + Enqueue
     + Tasks
     + Leases
+    + Checkpoints
     + Rescue
     + ManualActions
     + Cluster
@@ -109,6 +113,7 @@ impl<T> Store for T where
         + Enqueue
         + Tasks
         + Leases
+        + Checkpoints
         + Rescue
         + ManualActions
         + Cluster
