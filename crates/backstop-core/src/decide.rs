@@ -66,6 +66,19 @@ pub fn decide(
             reason: Some("permanent error".into()),
             attempt_outcome: AttemptOutcome::Failed,
         },
+        // The engine suspends at shutdown without asking here; a suspension that reaches the
+        // decision is an ordinary attempt that ended early.
+        Outcome::Suspend => decide(
+            attempts,
+            max_attempts,
+            &Outcome::Retry {
+                error: "suspended outside a shutdown".into(),
+                after: Some(std::time::Duration::ZERO),
+            },
+            policy,
+            now,
+            unit,
+        ),
         Outcome::Skip { reason } => Decision {
             status: status(Transition::Skip),
             run_at: None,

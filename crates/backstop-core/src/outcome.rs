@@ -19,6 +19,11 @@ pub enum Outcome {
     Fail { error: String },
     /// The business no longer wants this: compensate with a reason, nothing executed.
     Skip { reason: String },
+    /// A resumable handler stopped because the worker is shutting down, after saving its
+    /// cursor (a checkpoint): the task goes back to pending at once and this attempt is not
+    /// counted. Outside a shutdown it is a transient failure with no backoff (see
+    /// [`crate::decide::decide`]), so a handler cannot suspend its way past its budget.
+    Suspend,
 }
 
 impl Outcome {

@@ -43,10 +43,12 @@ impl Dispatcher {
         kind: Arc<Kind>,
         executor: Arc<Executor>,
         done: mpsc::Sender<Write>,
+        stopping: watch::Receiver<bool>,
     ) -> Self {
         Dispatcher {
             slot: Slot {
                 store: ctx.store.clone(),
+                checkpoints: ctx.store.clone(),
                 clock: ctx.clock.clone(),
                 owner: ctx.owner.clone(),
                 alerts: ctx.alerts.clone(),
@@ -55,6 +57,7 @@ impl Dispatcher {
                 executor,
                 held: Arc::new(Held::default()),
                 done,
+                stopping,
             },
             claim_batch: opts.claim_batch,
             poll_interval: opts.poll_interval,

@@ -1,6 +1,7 @@
 //! Running one attempt on its target: an in-process handler, an HTTP push or a broker
 //! publish.
 
+use crate::checkpoint::AttemptControl;
 use crate::handler::{Handler, TaskContext};
 use backstop_core::classify::{TransportFailure, classify_transport};
 use backstop_core::duration::format_duration;
@@ -30,17 +31,18 @@ pub(crate) struct HttpTarget {
 
 impl Executor {
     /// Makes one attempt, bounded by `timeout`. Never panics: a panicking handler is a
-    /// transient failure.
+    /// transient failure. An in-process handler gets `control`: its lease, for checkpoints.
     pub(crate) async fn attempt(
         &self,
         task: ClaimedTask,
+        control: AttemptControl,
         timeout: Duration,
         now: Timestamp,
     ) -> AttemptReport {
         match self {
             Executor::InProcess(handler) => {
                 // The claimed task is moved in: no copy of the payload per attempt.
-                let ctx = TaskContext::from(task);
+                let ctx = TaskContext::running(task, control);
                 let run = AssertUnwindSafe(handler(ctx)).catch_unwind();
                 match tokio::time::timeout(timeout, run).await {
                     Ok(Ok(outcome)) => outcome.into(),

@@ -85,7 +85,7 @@ pub enum PullError {
 fn task_error(o: &Outcome) -> &str {
     match o {
         Outcome::Retry { error, .. } | Outcome::Fail { error } => error,
-        Outcome::Success | Outcome::Skip { .. } => "",
+        Outcome::Success | Outcome::Skip { .. } | Outcome::Suspend => "",
     }
 }
 

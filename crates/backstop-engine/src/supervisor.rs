@@ -92,6 +92,7 @@ impl Engine {
                 kind.clone(),
                 executor,
                 done_tx.clone(),
+                stop_rx.clone(),
             );
             dispatchers.push(tokio::spawn(d.run(stop_rx.clone())));
         }

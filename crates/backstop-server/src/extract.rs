@@ -38,8 +38,35 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
     }
 }
 
+/// Options in a JSON body added to an endpoint that took none: no body at all (and no content
+/// type) still means the defaults, as it did; a body must be JSON like any other.
+pub struct AddedJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default> FromRequest<AppState> for AddedJson<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Problem> {
+        let typed = require_json(req.headers());
+        let bytes = read_body_unchecked(req, state).await?;
+        let text = bytes.trim_ascii();
+        if text.is_empty() {
+            return Ok(AddedJson(T::default()));
+        }
+        typed?;
+        if text == b"null" {
+            return Ok(AddedJson(T::default()));
+        }
+        parse_json(&bytes).map(AddedJson)
+    }
+}
+
 async fn read_body(req: Request, state: &AppState) -> Result<axum::body::Bytes, Problem> {
     require_json(req.headers())?;
+    read_body_unchecked(req, state).await
+}
+
+/// Reads the body within the API's size and time limits, whatever its content type.
+async fn read_body_unchecked(req: Request, state: &AppState) -> Result<axum::body::Bytes, Problem> {
     let limit = state.limits().max_body;
     read_body_within(req.into_body(), limit, state.limits().body_timeout)
         .await

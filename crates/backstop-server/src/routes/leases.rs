@@ -1,10 +1,10 @@
-//! `/v1/leases`: workers in any language lease tasks of `pull` kinds, heartbeat them and report
-//! outcomes. Completions are fenced by the lease's epoch.
+//! `/v1/leases`: workers in any language lease tasks of `pull` kinds, heartbeat them, save
+//! checkpoints and report outcomes. Completions and checkpoints are fenced by the lease's epoch.
 
 use super::problems::{
     BodyOverLimit, MalformedJson, NotALeaseToken, NotJson, Unauthorized, UnknownKind,
 };
-use crate::extract::{ApiJson, ApiPath, OptionalJson};
+use crate::extract::{AddedJson, ApiJson, ApiPath, OptionalJson};
 use crate::problem::Problem;
 use crate::state::AppState;
 use crate::task_view::payload_json;
@@ -28,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(heartbeat))
         .routes(routes!(complete))
         .routes(routes!(release))
+        .routes(routes!(checkpoint))
 }
 
 /// A request for work.
@@ -81,6 +82,10 @@ pub struct LeasedTask {
     #[schema(value_type = String, format = DateTime)]
     #[serde(serialize_with = "backstop_core::wire_time::serialize")]
     created_at: Timestamp,
+    /// The last cursor an attempt of this task saved (`POST /v1/leases/{token}/checkpoint`):
+    /// resume from here. `null` on a first run.
+    #[schema(value_type = Option<serde_json::Value>)]
+    checkpoint: Option<Box<RawValue>>,
 }
 
 /// A duration field of a lease request, bounded by the `setting` that caps it.
@@ -170,6 +175,11 @@ async fn lease(
             expires_at: l.task.expires_at,
             traceparent: l.task.traceparent,
             created_at: l.task.created_at,
+            // Stored as the JSON text a checkpoint gave, so it goes out as it came.
+            checkpoint: l
+                .task
+                .checkpoint
+                .and_then(|c| RawValue::from_string(c).ok()),
         })
         .collect();
     Ok(Json(LeaseResponse { tasks }))
@@ -311,19 +321,86 @@ async fn complete(
     }))
 }
 
+/// How a task is given back.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseBody {
+    /// Resumable: the task goes back without spending this attempt and resumes from its last
+    /// checkpoint. Implied by `cursor`.
+    #[serde(default)]
+    suspend: bool,
+    /// A last cursor to save as the task is given back (any JSON value, up to 64 KiB).
+    #[schema(value_type = Option<serde_json::Value>)]
+    cursor: Option<Box<RawValue>>,
+}
+
 /// Give a leased task back unfinished (a worker shutting down): it is due again at once.
+///
+/// With no body, the attempt is recorded as interrupted and counts against the task's
+/// attempts. With `{"suspend": true}` or `{"cursor": …}` the task is resumable: the cursor is
+/// saved, the attempt is recorded as `suspended` and not counted.
 #[utoipa::path(post, path = "/v1/leases/{token}/release", tag = "leases",
     params(("token" = String, Path, description = "The lease token")),
+    request_body(content = Option<ReleaseBody>, description = "Optional: suspend a resumable task"),
     responses(
-        (status = 204, description = "Released; the attempt is recorded as interrupted"),
+        (status = 204, description = "Released: the attempt is recorded as interrupted, or as suspended (not counted)"),
+        MalformedJson,
         Unauthorized,
         NotALeaseToken,
         (status = 409, description = "The lease was already lost or completed", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
+        (status = 422, description = "Invalid fields, or a cursor over 64 KiB", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn release(
     State(state): State<AppState>,
     ApiPath(token): ApiPath<String>,
+    AddedJson(body): AddedJson<ReleaseBody>,
 ) -> Result<axum::http::StatusCode, Problem> {
-    state.engine().release_lease(&token).await?;
+    if body.suspend || body.cursor.is_some() {
+        let cursor = body.cursor.map(|c| c.get().to_string());
+        state.engine().suspend_lease(&token, cursor).await?;
+    } else {
+        state.engine().release_lease(&token).await?;
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+/// A cursor to save.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointBody {
+    /// Where a later attempt resumes: any JSON value (an offset, a last id, an object), up to
+    /// 64 KiB. The next lease of this task returns it as `checkpoint`.
+    #[schema(value_type = serde_json::Value, example = json!({"offset": 1000}))]
+    cursor: Box<RawValue>,
+}
+
+/// Save a cursor for the leased attempt, fenced by the lease: durable when this answers `204`.
+///
+/// A checkpoint from a lease that was lost (it expired and the task was leased again) is
+/// refused with `409 lease-lost` and recorded on the task's timeline as `checkpoint_rejected`;
+/// the newer attempt's cursor stands. A checkpoint does not extend the lease: heartbeat as
+/// usual.
+#[utoipa::path(post, path = "/v1/leases/{token}/checkpoint", tag = "leases",
+    params(("token" = String, Path, description = "The lease token")),
+    request_body = CheckpointBody,
+    responses(
+        (status = 204, description = "Saved"),
+        MalformedJson,
+        Unauthorized,
+        NotALeaseToken,
+        (status = 409, description = "The lease was lost: the checkpoint was not saved; stop working on the task", body = Problem, content_type = "application/problem+json"),
+        BodyOverLimit,
+        NotJson,
+        (status = 422, description = "No cursor, or a cursor over 64 KiB", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn checkpoint(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+    ApiJson(body): ApiJson<CheckpointBody>,
+) -> Result<axum::http::StatusCode, Problem> {
+    let cursor = body.cursor.get().to_string();
+    state.engine().checkpoint_lease(&token, cursor).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }

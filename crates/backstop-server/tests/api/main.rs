@@ -2,6 +2,7 @@
 //! and every status code of its contract.
 
 mod auth;
+mod checkpoints;
 mod connections;
 mod enqueue;
 mod entities;
