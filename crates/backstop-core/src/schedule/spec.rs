@@ -90,6 +90,9 @@ pub struct ScheduleDef {
     /// A tick running longer than this raises `tick.overrun`.
     #[serde(default)]
     pub max_runtime: Option<String>,
+    /// A tick not started this long after it was due raises `tick.late` (default 1 minute).
+    #[serde(default)]
+    pub late_after: Option<String>,
     /// Configured paused: no instant runs (each is a `compensated` row `paused`).
     #[serde(default)]
     pub paused: bool,
@@ -97,6 +100,9 @@ pub struct ScheduleDef {
 
 /// `catchup_max` when none is given.
 pub const DEFAULT_CATCHUP_MAX: u32 = 100;
+
+/// `late_after` when none is given: a tick not started a minute after it was due is late.
+pub const DEFAULT_LATE_AFTER: Duration = Duration::from_secs(60);
 
 /// A checked schedule.
 #[derive(Debug, Clone)]
@@ -114,7 +120,10 @@ pub struct Schedule {
     pub catchup_window: Option<Duration>,
     pub catchup_max: u32,
     pub jitter: Duration,
+    /// A tick whose attempt runs longer than this overruns (`tick.overrun`); none when unset.
     pub max_runtime: Option<Duration>,
+    /// A tick still not started this long after it was due is late (`tick.late`).
+    pub late_after: Duration,
     /// Paused by its configuration (a pause by hand is kept in the store).
     pub paused: bool,
     /// The definition it was built from, as the API shows it.
@@ -183,6 +192,13 @@ impl ScheduleDef {
         if max_runtime == Some(Duration::ZERO) {
             return Err(err("max_runtime", "must be more than 0".into()));
         }
+        let late_after = duration("late_after", &self.late_after)?.unwrap_or(DEFAULT_LATE_AFTER);
+        if late_after == Duration::ZERO {
+            return Err(err(
+                "late_after",
+                "must be more than 0 (a tick needs a moment to be claimed)".into(),
+            ));
+        }
         let catchup_max = self.catchup_max.unwrap_or(DEFAULT_CATCHUP_MAX);
         if catchup_max == 0 || catchup_max as usize > ROWS_PER_PASS {
             return Err(err(
@@ -201,6 +217,7 @@ impl ScheduleDef {
             catchup_max,
             jitter,
             max_runtime,
+            late_after,
             paused: self.paused,
             def: self,
         })
@@ -245,6 +262,8 @@ mod tests {
         assert_eq!(s.overlap, Overlap::Skip);
         assert_eq!(s.catch_up, CatchUp::Skip);
         assert_eq!(s.catchup_max, DEFAULT_CATCHUP_MAX);
+        assert_eq!(s.late_after, DEFAULT_LATE_AFTER);
+        assert_eq!(s.max_runtime, None);
         assert!(s.payload.is_empty());
         assert!(!s.paused);
     }
@@ -284,6 +303,18 @@ mod tests {
                 serde_json::json!({"cron": "0 2 * * *", "kind": "report.render", "catchup_max": 0}),
                 "`catchup_max`",
             ),
+            (
+                serde_json::json!({"cron": "0 2 * * *", "kind": "report.render", "max_runtime": "0s"}),
+                "`max_runtime`",
+            ),
+            (
+                serde_json::json!({"cron": "0 2 * * *", "kind": "report.render", "late_after": "later"}),
+                "`late_after`",
+            ),
+            (
+                serde_json::json!({"cron": "0 2 * * *", "kind": "report.render", "late_after": "0s"}),
+                "`late_after`",
+            ),
         ];
         for (d, field) in cases {
             let e = build(def(d.clone())).unwrap_err().to_string();
@@ -314,6 +345,12 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("overlapp"), "{e}");
+        let e = serde_json::from_value::<ScheduleDef>(
+            serde_json::json!({"cron": "0 2 * * *", "kind": "k", "late_afterr": "1m"}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("late_afterr") && e.contains("late_after"), "{e}");
         let e = serde_json::from_value::<ScheduleDef>(
             serde_json::json!({"cron": "0 2 * * *", "kind": "k", "overlap": "never"}),
         )
