@@ -19,7 +19,7 @@ use sqlx::MySqlConnection;
 /// (status 0 is pending).
 pub(crate) const PICK: &str = "
 SELECT seq, id, `key`, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
-       created_at
+       created_at, checkpoint
 FROM {tasks}
 WHERE status = 0 AND kind = ? AND run_at <= ?
 ORDER BY run_at, seq
@@ -83,6 +83,7 @@ async fn lease(
             expires_at: opt_time(r, "expires_at")?,
             traceparent: col(r, "traceparent")?,
             created_at: from_ms(col(r, "created_at")?),
+            checkpoint: col(r, "checkpoint")?,
             started: claimed.len() < p.start,
         });
     }

@@ -55,6 +55,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/0009_schedules.sql"),
     ),
+    (
+        10,
+        "checkpoints",
+        include_str!("../migrations/0010_checkpoints.sql"),
+    ),
 ];
 
 /// ER_DUP_FIELDNAME: the column an `ADD COLUMN` adds is there already.

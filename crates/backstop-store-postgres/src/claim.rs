@@ -24,7 +24,8 @@ use backstop_core::store::{ClaimParams, ClaimedTask};
 /// `$1` kind, `$2` now, `$3` owner, `$4` lease end, `$5` limit, `$6` the kind's attempt budget
 /// (for tasks stored without one: max_attempts 0), `$7` how many start (oldest `run_at`
 /// first); the rest are held: still pending, `run_at` moved to the lease's end. RETURNING
-/// gives the `run_at` from before the claim and the attempt number the task runs.
+/// gives the `run_at` from before the claim, the attempt number the task runs and the last
+/// cursor an attempt saved.
 const CLAIM: &str = "
 WITH due AS MATERIALIZED (
     SELECT seq, run_at FROM {schema}.tasks
@@ -52,7 +53,7 @@ FROM picked AS r
 WHERE t.seq = r.seq
 RETURNING t.seq, t.id, t.key, t.payload, t.attempts + CASE WHEN r.go THEN 0 ELSE 1 END AS attempt,
           t.max_attempts, t.epoch, r.run_at, t.expires_at, t.traceparent, t.created_at,
-          r.go AS started";
+          t.checkpoint, r.go AS started";
 
 pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     if p.limit == 0 {
@@ -84,6 +85,7 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
             expires_at: opt_time(r, "expires_at")?,
             traceparent: col(r, "traceparent")?,
             created_at: time(r, "created_at")?,
+            checkpoint: col(r, "checkpoint")?,
             started: col(r, "started")?,
         };
         claimed.push((seq, task));

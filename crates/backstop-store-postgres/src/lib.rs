@@ -12,15 +12,17 @@
 //!
 //! Each concern's narrow trait of [`Store`] is implemented in the module that holds its SQL:
 //! `migrate` ([`Migrations`]), `enqueue` ([`Enqueue`]), `read` ([`Tasks`]), `lease`
-//! ([`Leases`], with `claim`, `complete` and `start`), `rescue` ([`Rescue`]), `manual`
-//! ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog` ([`Backlog`]), `retention`
-//! ([`Retention`]), `statement_runs` ([`Statements`]), `entities` ([`Entities`]), `callbacks`
-//! ([`Callbacks`]), `schedules` ([`Schedules`]) and `watch` ([`WorkWatch`]).
+//! ([`Leases`], with `claim`, `complete` and `start`), `checkpoint` ([`Checkpoints`]), `rescue`
+//! ([`Rescue`]), `manual` ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog`
+//! ([`Backlog`]), `retention` ([`Retention`]), `statement_runs` ([`Statements`]), `entities`
+//! ([`Entities`]), `callbacks` ([`Callbacks`]), `schedules` ([`Schedules`]) and `watch`
+//! ([`WorkWatch`]).
 
 #![warn(missing_docs)]
 
 mod backlog;
 mod callbacks;
+mod checkpoint;
 mod claim;
 mod cluster;
 mod complete;

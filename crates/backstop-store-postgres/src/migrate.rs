@@ -50,6 +50,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../migrations/0011_schedules.sql"),
     ),
+    (
+        12,
+        "checkpoints",
+        include_str!("../migrations/0012_checkpoints.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
@@ -189,7 +194,8 @@ WHERE key = 'done';";
     /// keys now compare as bytes, every task is still found by its (kind, key), a repeat of
     /// one is still deduplicated onto it, and the store claims the pending task, rescues the
     /// running one whose lease expired, leaves the held one to its holder until its lease ends
-    /// and lists the dead letter.
+    /// and lists the dead letter. Its tasks come through the later migrations (12 added the
+    /// checkpoint column) without a cursor.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migration_10_carries_a_previous_release_ledger_forward() {
         const URL_VAR: &str = "BACKSTOP_TEST_POSTGRES_URL";
@@ -253,6 +259,10 @@ WHERE key = 'done';";
             keys,
             ["pending"],
             "the held task stays its holder's until its lease ends"
+        );
+        assert_eq!(
+            claimed[0].checkpoint, None,
+            "no cursor saved before migration 12"
         );
         let rescued = store.rescue(RescueParams { now, limit: 10 }).await.unwrap();
         assert_eq!(rescued.len(), 1);
