@@ -104,22 +104,24 @@ pub fn rows(range: &[Timestamp], has_row: impl Fn(Timestamp) -> bool) -> RowChec
     }
 }
 
-/// The instant `s`'s planner owed and has not planned, when its planning has gone silent at
-/// `now`: the first instant after `planned_until` passed more than [`SILENT_AFTER`] ago and
-/// its progress was last written (`updated_at`) as long ago. A paused schedule, or one never
-/// planned, is never silent.
+/// The instant `s`'s planner owes next: the first after `planned_until` (`None`: never
+/// planned, or no instant is left).
+pub fn owed(s: &Schedule, progress: &Progress) -> Option<Timestamp> {
+    Some(s.times.next_after(progress.planned_until?)?.at)
+}
+
+/// Whether `s`'s planning has gone silent at `now`: the instant its planner owes (`owed`, as
+/// [`owed`] gives it) passed more than [`SILENT_AFTER`] ago and its progress was last written
+/// (`updated_at`) as long ago. A paused schedule is never silent.
 pub fn silent(
     s: &Schedule,
     progress: &Progress,
+    owed: Option<Timestamp>,
     updated_at: Timestamp,
     now: Timestamp,
-) -> Option<Timestamp> {
-    if s.paused || progress.paused {
-        return None;
-    }
-    let owed = s.times.next_after(progress.planned_until?)?.at;
+) -> bool {
     let edge = sub(now, SILENT_AFTER);
-    (owed <= edge && updated_at <= edge).then_some(owed)
+    !(s.paused || progress.paused) && owed.is_some_and(|o| o <= edge) && updated_at <= edge
 }
 
 /// Whether tick `t` of `s` is late at `now`: still pending, never started, and `late_after`

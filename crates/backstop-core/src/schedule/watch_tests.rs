@@ -126,55 +126,41 @@ fn rows_missing_after_the_oldest_row_are_missing_and_before_it_unknown() {
 fn a_schedule_is_silent_when_an_owed_instant_went_unplanned_for_two_minutes() {
     let s = schedule(serde_json::json!({}));
     let p = at("2030-01-01T12:00:10Z");
+    let owed = owed(&s, &p);
+    assert_eq!(owed, Some(ts("2030-01-01T12:01:00Z")));
     let written = ts("2030-01-01T12:00:10Z");
     // 12:01 is owed; 2 minutes later is the edge.
-    assert_eq!(silent(&s, &p, written, ts("2030-01-01T12:02:59Z")), None);
-    assert_eq!(
-        silent(&s, &p, written, ts("2030-01-01T12:03:00Z")),
-        Some(ts("2030-01-01T12:01:00Z"))
-    );
+    assert!(!silent(&s, &p, owed, written, ts("2030-01-01T12:02:59Z")));
+    assert!(silent(&s, &p, owed, written, ts("2030-01-01T12:03:00Z")));
     // Written recently (a catch-up in several passes): not silent yet.
-    assert_eq!(
-        silent(
-            &s,
-            &p,
-            ts("2030-01-01T12:02:00Z"),
-            ts("2030-01-01T12:03:00Z")
-        ),
-        None
-    );
+    assert!(!silent(
+        &s,
+        &p,
+        owed,
+        ts("2030-01-01T12:02:00Z"),
+        ts("2030-01-01T12:03:00Z")
+    ));
     // Paused (by hand or by its configuration), or never planned: never silent.
+    let later = ts("2030-01-02T00:00:00Z");
     let mut paused = p.clone();
     paused.paused = true;
-    assert_eq!(
-        silent(&s, &paused, written, ts("2030-01-02T00:00:00Z")),
-        None
-    );
+    assert!(!silent(&s, &paused, owed, written, later));
     let configured = schedule(serde_json::json!({"paused": true}));
-    assert_eq!(
-        silent(&configured, &p, written, ts("2030-01-02T00:00:00Z")),
-        None
-    );
-    assert_eq!(
-        silent(
-            &s,
-            &Progress::default(),
-            written,
-            ts("2030-01-02T00:00:00Z")
-        ),
-        None
-    );
+    assert!(!silent(&configured, &p, owed, written, later));
+    assert_eq!(super::owed(&s, &Progress::default()), None);
+    assert!(!silent(&s, &Progress::default(), None, written, later));
     // A daily schedule planned this morning is not silent in the afternoon.
     let daily = schedule(serde_json::json!({"cron": "0 2 * * *"}));
-    assert_eq!(
-        silent(
-            &daily,
-            &at("2030-01-01T02:00:01Z"),
-            ts("2030-01-01T02:00:01Z"),
-            ts("2030-01-01T14:00:00Z")
-        ),
-        None
-    );
+    let morning = at("2030-01-01T02:00:01Z");
+    let owed = super::owed(&daily, &morning);
+    assert_eq!(owed, Some(ts("2030-01-02T02:00:00Z")));
+    assert!(!silent(
+        &daily,
+        &morning,
+        owed,
+        ts("2030-01-01T02:00:01Z"),
+        ts("2030-01-01T14:00:00Z")
+    ));
 }
 
 #[test]
