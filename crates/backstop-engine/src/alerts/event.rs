@@ -39,11 +39,23 @@ pub enum AlertName {
     /// A schedule's instants passed while no planner ran (one per outage, not per instant).
     #[serde(rename = "schedule.missed")]
     ScheduleMissed,
+    /// A tick was still not started its schedule's `late_after` after it was due (one per
+    /// tick).
+    #[serde(rename = "tick.late")]
+    TickLate,
+    /// A tick's attempt ran longer than its schedule's `max_runtime` (one per tick while it
+    /// runs).
+    #[serde(rename = "tick.overrun")]
+    TickOverrun,
+    /// No planner planned an instant of a schedule that is not paused: every process's planner
+    /// is stopped or stuck (raised by the reconciler, one per silence).
+    #[serde(rename = "schedule.silent")]
+    ScheduleSilent,
 }
 
 impl AlertName {
     /// Every alert event.
-    pub const ALL: [AlertName; 10] = [
+    pub const ALL: [AlertName; 13] = [
         AlertName::TaskFailed,
         AlertName::TaskRescued,
         AlertName::ReconcilerStalled,
@@ -54,6 +66,9 @@ impl AlertName {
         AlertName::BridgeDown,
         AlertName::BridgeAckPending,
         AlertName::ScheduleMissed,
+        AlertName::TickLate,
+        AlertName::TickOverrun,
+        AlertName::ScheduleSilent,
     ];
 
     /// The configured and displayed name.
@@ -69,6 +84,9 @@ impl AlertName {
             AlertName::BridgeDown => "bridge.down",
             AlertName::BridgeAckPending => "bridge.ack_pending",
             AlertName::ScheduleMissed => "schedule.missed",
+            AlertName::TickLate => "tick.late",
+            AlertName::TickOverrun => "tick.overrun",
+            AlertName::ScheduleSilent => "schedule.silent",
         }
     }
 }
@@ -82,7 +100,7 @@ impl fmt::Display for AlertName {
 /// An unknown alert event name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending or schedule.missed)"
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending, schedule.missed, tick.late, tick.overrun or schedule.silent)"
 )]
 pub struct UnknownAlert(pub String);
 
