@@ -193,6 +193,7 @@ impl EngineBuilder {
         let owner = self.opts.worker_id.clone().unwrap_or_else(crate::worker_id);
         let alerts = AlertHub::new(kinds.configs().keys().map(String::as_str));
         let started = self.clock.now();
+        let schedules: Arc<[Schedule]> = schedules.into();
         Ok(Engine {
             ctx: Arc::new(Context {
                 store: self.store,
@@ -200,6 +201,7 @@ impl EngineBuilder {
                 owner: owner.into(),
                 kinds: Arc::new(kinds),
                 alerts,
+                schedules: schedules.clone(),
             }),
             parts: Arc::new(Parts {
                 opts: self.opts,
@@ -211,7 +213,7 @@ impl EngineBuilder {
                 inflight: Arc::new(InFlight::default()),
                 leading: watch::Sender::new(false),
                 started,
-                schedules: schedules.into(),
+                schedules,
             }),
         })
     }

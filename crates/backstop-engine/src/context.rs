@@ -1,10 +1,12 @@
 //! The bottom of the engine: what every part of it may hold — the ledger, the clock, this
-//! process's lease owner name, the kinds (each either dispatched here or pulled by workers)
-//! and where alerts are raised. It imports only leaf files of the crate (the alert event type
-//! and the per-kind counters), so no import cycle runs through it; the `imports` test checks.
+//! process's lease owner name, the kinds (each either dispatched here or pulled by workers),
+//! the configured schedules and where alerts are raised. It imports only leaf files of the
+//! crate (the alert event type and the per-kind counters), so no import cycle runs through
+//! it; the `imports` test checks.
 
 use crate::alerts::event::{AlertEvent, AlertName};
 use crate::metrics::{self, KindMetrics};
+use backstop_core::schedule::Schedule;
 use backstop_core::{AttemptOutcome, Clock, KindConfig, Store, Target, TaskId};
 use jiff::Timestamp;
 use std::collections::HashMap;
@@ -20,6 +22,9 @@ pub(crate) struct Context {
     pub(crate) owner: Arc<str>,
     pub(crate) kinds: Arc<Kinds>,
     pub(crate) alerts: AlertHub,
+    /// The schedules of the configuration, which the planner plans and the reconciler checks
+    /// (those registered over the API live in the ledger).
+    pub(crate) schedules: Arc<[Schedule]>,
 }
 
 /// How tasks of a kind reach their handler.

@@ -9,6 +9,9 @@
 //!   it is not running ([`overdue::Why`]);
 //! - **audit** the next page of the ledger: each task's timeline must agree with its status
 //!   ([`backstop_core::audit`]); drift is reported and alerted, never fixed;
+//! - **schedules**: each schedule's planning is not silent, its recent instants have their
+//!   rows, and its ticks are neither late nor overrunning
+//!   ([`crate::schedules::ScheduleCheck`]);
 //! - **beat**: the pass is recorded in the `reconciler` beat, which every process watches
 //!   ([`nodes`]), and which `backstop doctor` reads.
 
@@ -19,6 +22,8 @@ mod rescue;
 use crate::alerts::event::{AlertEvent, AlertName};
 use crate::context::{AlertHub, Context, Kinds};
 use crate::options::EngineOptions;
+use crate::schedules::check::ScheduleWatch;
+use crate::schedules::report::ScheduleCheck;
 use backstop_core::audit::{Drift, audit};
 use backstop_core::store::BeatsParams;
 use backstop_core::store::{AuditParams, BacklogParams, BeatParams, KindBacklog};
@@ -59,6 +64,9 @@ pub struct PassReport {
     pub audit_cursor: Option<TaskId>,
     /// Drift found by this pass.
     pub drift: Vec<Drift>,
+    /// The schedules' check: rows of recent instants, late, overrunning and silent.
+    #[serde(default)]
+    pub schedules: ScheduleCheck,
     /// A step that failed, if any (the pass goes on with the next step).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -116,6 +124,8 @@ pub(crate) struct Reconciler {
     backlog_alert: Option<u64>,
     audit_batch: usize,
     node_beat: Duration,
+    /// Checks the schedules' rows, ticks and planning.
+    schedules: ScheduleWatch,
 }
 
 impl Reconciler {
@@ -134,6 +144,7 @@ impl Reconciler {
             backlog_alert: opts.backlog_alert,
             audit_batch: opts.audit_batch,
             node_beat: opts.node_beat,
+            schedules: ScheduleWatch::new(ctx, &opts.retention),
         }
     }
 
@@ -200,6 +211,10 @@ impl Reconciler {
         }
         if *leading.borrow() {
             self.audit_page(&mut r).await;
+        }
+        if *leading.borrow() {
+            let previous = previous.map(|p| &p.schedules);
+            r.schedules = self.schedules.check(previous, leading, &mut r.errors).await;
         }
         r.took_ms = started.elapsed().as_millis() as u64;
         crate::metrics::reconciler_pass(
@@ -379,6 +394,14 @@ mod tests {
             backlog_alert: None,
             audit_batch: 10,
             node_beat: Duration::from_secs(5),
+            schedules: ScheduleWatch::with(
+                store.clone(),
+                Arc::new(Kinds::new(vec![KindConfig::new("k", Target::Pull)])),
+                alerts.clone(),
+                clock.clone(),
+                Arc::new([]),
+                &Default::default(),
+            ),
         };
         let report = r.pass(None).await;
         assert_eq!(report.rescued, 1);

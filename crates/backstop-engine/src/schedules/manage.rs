@@ -3,6 +3,7 @@
 
 use super::pass::new_tick;
 use super::registry::{check, registered};
+use super::report::{ScheduleCheck, last};
 use crate::engine::Engine;
 use crate::enqueue::enqueue_tasks;
 use backstop_core::schedule::{
@@ -63,6 +64,15 @@ pub struct ScheduleView {
     pub missed: u64,
     /// Instants compensated as overlapping, ever.
     pub overlapped: u64,
+    /// Ticks late now (not started `late_after` after they were due), as the reconciler's
+    /// last pass found them.
+    pub late: u64,
+    /// Ticks running past `max_runtime` now, as the reconciler's last pass found them.
+    pub overrun: u64,
+    /// Recent planned instants without their row, as the reconciler's last pass found them.
+    pub rows_missing: u64,
+    /// No planner plans it (the reconciler's last pass found its planning silent).
+    pub silent: bool,
     /// Registered over the API (not in the configuration file).
     pub registered: bool,
 }
@@ -154,10 +164,11 @@ impl Engine {
     pub async fn schedules(&self) -> Result<Vec<ScheduleView>, StoreError> {
         let now = super::clock::clock_now(&self.ctx).await?;
         let records = self.ctx.store.schedules(SchedulesParams::default()).await?;
+        let checked = last(&*self.ctx.store).await;
         let mut out = Vec::new();
         for (s, registered) in self.all_schedules().await? {
             let record = records.iter().find(|r| r.name == s.name);
-            let mut v = self.view(&s, record, now).await?;
+            let mut v = self.view(&s, record, now, checked.as_ref()).await?;
             v.registered = registered;
             out.push(v);
         }
@@ -187,7 +198,8 @@ impl Engine {
             })
             .await?;
         tracing::info!(schedule = %name, "schedule registered");
-        let mut v = self.view(&s, Some(&record), now).await?;
+        let checked = last(&*self.ctx.store).await;
+        let mut v = self.view(&s, Some(&record), now, checked.as_ref()).await?;
         v.registered = true;
         Ok(v)
     }
@@ -212,11 +224,13 @@ impl Engine {
         Ok(())
     }
 
+    /// The view of `s`, with the counts of the reconciler's last check (`checked`).
     async fn view(
         &self,
         s: &Schedule,
         record: Option<&ScheduleRecord>,
         now: Timestamp,
+        checked: Option<&ScheduleCheck>,
     ) -> Result<ScheduleView, StoreError> {
         let mut next = Vec::new();
         let mut cursor = now;
@@ -278,6 +292,10 @@ impl Engine {
             last_ticks,
             missed: record.map_or(0, |r| r.missed),
             overlapped: record.map_or(0, |r| r.overlapped),
+            late: checked.map_or(0, |c| ScheduleCheck::of(&c.late, &s.name)),
+            overrun: checked.map_or(0, |c| ScheduleCheck::of(&c.overrun, &s.name)),
+            rows_missing: checked.map_or(0, |c| ScheduleCheck::of(&c.missing_ticks, &s.name)),
+            silent: checked.is_some_and(|c| c.silent.contains(&s.name)),
             registered: false,
         })
     }
@@ -345,7 +363,8 @@ impl Engine {
             })
             .await?;
         tracing::info!(schedule = %s.name, paused, "schedule paused or resumed by hand");
-        Ok(self.view(s, Some(&record), now).await?)
+        let checked = last(&*self.ctx.store).await;
+        Ok(self.view(s, Some(&record), now, checked.as_ref()).await?)
     }
 
     /// Creates the rows of every instant of `name` in `[from, to]` that has none, to run now
