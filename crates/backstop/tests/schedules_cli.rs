@@ -64,8 +64,14 @@ async fn the_cli_lists_triggers_pauses_and_backfills() {
         ticks.iter().filter(|t| t["status"] == "pending").count() >= 1,
         "{ticks:?}"
     );
+    // As the reconciler's last pass found them: nothing late, overrunning or missing.
+    for count in ["late", "overrun", "rows_missing"] {
+        assert_eq!(s[count], 0, "{count}: {s}");
+    }
+    assert_eq!(s["silent"], false);
     let text = w.ok(&["schedules", "list"]).await;
     assert!(text.contains("nightly@20"), "{text}");
+    assert!(text.contains("  late 0  overrun 0"), "{text}");
 
     let t = w.json(&["schedules", "trigger", "nightly", "--json"]).await;
     assert!(t["key"].as_str().unwrap().starts_with("nightly@manual:"));

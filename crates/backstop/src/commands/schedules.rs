@@ -99,9 +99,17 @@ fn print_view(v: &ScheduleView) {
     } else {
         String::new()
     };
+    // Late, overrun, rows missing and silent: as the reconciler's last pass found them.
+    let mut found = String::new();
+    if v.rows_missing > 0 {
+        found.push_str(&format!("  ROWS MISSING {}", v.rows_missing));
+    }
+    if v.silent {
+        found.push_str("  SILENT (no planner plans it)");
+    }
     println!(
-        "{}  {:?} {}  kind {}  missed {}  overlapped {}{paused}",
-        v.name, v.cron, v.timezone, v.kind, v.missed, v.overlapped
+        "{}  {:?} {}  kind {}  missed {}  overlapped {}  late {}  overrun {}{found}{paused}",
+        v.name, v.cron, v.timezone, v.kind, v.missed, v.overlapped, v.late, v.overrun
     );
     let next: Vec<String> = v.next.iter().take(3).map(|t| rfc3339_seconds(*t)).collect();
     println!("  next: {}", next.join(", "));

@@ -35,7 +35,7 @@ mod tests {
             "{KIND}[schedules.nightly-report]\ncron = \"0 2 * * *\"\ntimezone = \"Asia/Shanghai\"\n\
              kind = \"report.render\"\npayload = {{ report = \"daily\" }}\noverlap = \"queue_one\"\n\
              catch_up = \"latest\"\ncatchup_window = \"1h\"\ncatchup_max = 10\njitter = \"30s\"\n\
-             max_runtime = \"2h\"\npaused = true\n"
+             max_runtime = \"2h\"\nlate_after = \"5m\"\npaused = true\n"
         );
         let c = Config::parse(&text, "t.toml").unwrap();
         let [s] = c.schedules.as_slice() else {
@@ -46,6 +46,8 @@ mod tests {
         assert_eq!(s.overlap, Overlap::QueueOne);
         assert_eq!(s.catch_up, CatchUp::Latest);
         assert_eq!(s.catchup_max, 10);
+        assert_eq!(s.max_runtime, Some(std::time::Duration::from_secs(7200)));
+        assert_eq!(s.late_after, std::time::Duration::from_secs(300));
         assert!(s.paused);
         assert_eq!(s.payload["report"], "daily");
         let next = s
@@ -80,6 +82,14 @@ mod tests {
             (
                 &s("cron = \"0 2 * * *\"\njitter = \"soon\""),
                 "schedules.\"nightly\".jitter",
+            ),
+            (
+                &s("cron = \"0 2 * * *\"\nlate_after = \"0s\""),
+                "schedules.\"nightly\".late_after: must be more than 0",
+            ),
+            (
+                &s("cron = \"0 2 * * *\"\nlate_afterr = \"1m\""),
+                "unknown field `late_afterr`",
             ),
         ]);
     }
