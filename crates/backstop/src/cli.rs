@@ -262,6 +262,20 @@ pub enum BenchCommand {
     /// Many schedules firing every minute: how late their tick rows are written and what the
     /// process costs; and one catch-up of 1,000 missed instants.
     Schedules(SchedulesBenchArgs),
+    /// One running attempt saving its cursor again and again: the latency of a checkpoint,
+    /// from the call to its durable commit.
+    Checkpoints(CheckpointsBenchArgs),
+}
+
+/// Flags of `backstop bench checkpoints`.
+#[derive(Args)]
+pub struct CheckpointsBenchArgs {
+    /// Checkpoints saved, one after another.
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 10_000)]
+    pub checkpoints: usize,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop bench schedules`.

@@ -1,9 +1,11 @@
 //! `backstop bench`: throughput on this machine. `ledger` (the default) measures the ledger
 //! with an in-process handler; `http` measures the HTTP API and push delivery on loopback;
 //! `hooks` measures inbound callbacks (latency at a fixed rate, sustained throughput);
-//! `brokers` measures bridges and broker targets next to their clients' raw ceilings.
+//! `brokers` measures bridges and broker targets next to their clients' raw ceilings;
+//! `schedules` the planner; `checkpoints` one checkpoint's latency.
 
 mod brokers;
+mod checkpoints;
 mod hooks;
 mod http;
 mod ledger;
@@ -55,5 +57,6 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Statement(s)) => statement::run(s, database).await,
         Some(BenchCommand::Brokers(b)) => brokers::run(b).await,
         Some(BenchCommand::Schedules(s)) => schedules::run(s, database).await,
+        Some(BenchCommand::Checkpoints(c)) => checkpoints::run(c, database).await,
     }
 }
