@@ -124,6 +124,16 @@ impl Leases for Cut {
     }
 }
 
+impl Checkpoints for Cut {
+    fn checkpoint(&self, p: CheckpointParams) -> BoxFuture<'_, Result<Checkpointed, StoreError>> {
+        self.gate(self.inner.checkpoint(p))
+    }
+
+    fn suspend(&self, p: SuspendParams) -> BoxFuture<'_, Result<Checkpointed, StoreError>> {
+        self.gate(self.inner.suspend(p))
+    }
+}
+
 impl Rescue for Cut {
     fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
         self.gate(self.inner.rescue(p))
