@@ -49,8 +49,8 @@ pub use backstop_core::{
     TaskId,
 };
 pub use backstop_engine::{
-    Engine, EngineBuilder, EngineOptions, EnqueueError, EnqueueRequest, Enqueued, Handler,
-    ManualRequest, TaskContext, TransitionError, TransitionRequest, handler,
+    CheckpointError, Engine, EngineBuilder, EngineOptions, EnqueueError, EnqueueRequest, Enqueued,
+    Handler, ManualRequest, TaskContext, TransitionError, TransitionRequest, handler,
 };
 pub use signal::shutdown_signal;
 

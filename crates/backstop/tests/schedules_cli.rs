@@ -212,6 +212,13 @@ async fn the_api_registers_lists_pauses_and_removes_schedules() {
     })
     .await;
     assert!(key.starts_with("ping@"), "{key}");
+    // The reconciler's findings are in the listing as in `schedules list --json`.
+    let (_, l) = call(reqwest::Method::GET, format!("{base}/v1/schedules"), None).await;
+    let ping = &l["schedules"][0];
+    for field in ["late", "overrun", "rows_missing"] {
+        assert!(ping[field].is_u64(), "{field} in {ping}");
+    }
+    assert_eq!(ping["silent"], false, "{ping}");
 
     let (s, e) = call(
         reqwest::Method::POST,

@@ -65,6 +65,15 @@ pub struct ScheduleEntry {
     missed: u64,
     /// Instants compensated as overlapping, ever.
     overlapped: u64,
+    /// Ticks not started `late_after` past their instant, as the reconciler's last pass found
+    /// them.
+    late: u64,
+    /// Ticks running past `max_runtime`, as the reconciler's last pass found them.
+    overrun: u64,
+    /// Recent planned instants without their row, as the reconciler's last pass found them.
+    rows_missing: u64,
+    /// Nothing plans this schedule (the reconciler's last pass found its planning silent).
+    silent: bool,
     /// Registered over the API (`POST /v1/schedules`), not in the configuration file.
     registered: bool,
 }
@@ -109,6 +118,10 @@ fn entry(v: ScheduleView) -> ScheduleEntry {
             .collect(),
         missed: v.missed,
         overlapped: v.overlapped,
+        late: v.late,
+        overrun: v.overrun,
+        rows_missing: v.rows_missing,
+        silent: v.silent,
         registered: v.registered,
     }
 }
