@@ -1,11 +1,13 @@
 //! Schedules' stored progress (the [`Schedules`] impl): one row per schedule, written by a
 //! fenced update (only where `planned_until` is still what the pass read) or, for a schedule
-//! never planned, an insert that a concurrent one's duplicate key turns into `false`. The
-//! database's clock is the server's `UTC_TIMESTAMP(6)` counted in microseconds from the epoch,
+//! never planned, an insert that a concurrent one's duplicate key turns into `false`. A
+//! planner's batch of passes is one transaction, its rows written in name order (so two
+//! batches over the same schedules queue rather than deadlock; one InnoDB picks as a victim
+//! anyway is tried again whole). The database's clock is the server's `UTC_TIMESTAMP(6)` counted in microseconds from the epoch,
 //! which no session `time_zone` (nor its DST) changes.
 
 use crate::row::{col, from_ms, id_bytes, opt_time, parse_id, text, to_ms};
-use crate::tx::{DUPLICATE, db_err, error_number};
+use crate::tx::{DUPLICATE, Retry, db_err, error_number, transaction};
 use crate::{Db, MysqlStore};
 use backstop_core::StoreError;
 use backstop_core::schedule::Progress;
@@ -15,6 +17,7 @@ use backstop_core::store::{
 };
 use jiff::Timestamp;
 use sqlx::mysql::MySqlRow;
+use std::collections::HashSet;
 
 macro_rules! select {
     () => {
@@ -65,7 +68,17 @@ impl Schedules for MysqlStore {
         &self,
         p: AdvanceScheduleParams,
     ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move { advance(&self.db, &p).await })
+        Box::pin(async move {
+            let written = advance_all(&self.db, std::slice::from_ref(&p)).await?;
+            Ok(written.first().copied().unwrap_or(false))
+        })
+    }
+
+    fn advance_schedules(
+        &self,
+        items: Vec<AdvanceScheduleParams>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move { advance_all(&self.db, &items).await })
     }
 
     fn pause_schedule(
@@ -115,7 +128,28 @@ impl Schedules for MysqlStore {
     }
 }
 
-async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError> {
+/// Writes each item fenced, in one transaction: `true` where written, in `items`' order.
+async fn advance_all(db: &Db, items: &[AdvanceScheduleParams]) -> Result<Vec<bool>, StoreError> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Rows are locked in name order, whatever order the items come in.
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|a, b| items[*a].name.as_bytes().cmp(items[*b].name.as_bytes()));
+    transaction!(db, Retry::Locks, |conn| {
+        let mut written = vec![false; items.len()];
+        for &i in &order {
+            written[i] = advance(db, conn, &items[i]).await?;
+        }
+        Ok(written)
+    })
+}
+
+async fn advance(
+    db: &Db,
+    conn: &mut sqlx::MySqlConnection,
+    p: &AdvanceScheduleParams,
+) -> Result<bool, sqlx::Error> {
     let g = &p.progress;
     let bind = |sql| {
         sqlx::query(db.tables.q(sql))
@@ -131,9 +165,8 @@ async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError>
     };
     let updated = bind(ADVANCE)
         .bind(p.expected.map(to_ms))
-        .execute(&db.pool)
-        .await
-        .map_err(db_err)?
+        .execute(&mut *conn)
+        .await?
         .rows_affected();
     if updated == 1 {
         return Ok(true);
@@ -141,12 +174,13 @@ async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError>
     if p.expected.is_some() {
         return Ok(false);
     }
-    match bind(FIRST).execute(&db.pool).await {
+    match bind(FIRST).execute(&mut *conn).await {
         Ok(_) => Ok(true),
         // Another planner's first pass, or a row that a pause or a registration made and
-        // whose planned_until another pass has set since: not ours to write.
+        // whose planned_until another pass has set since: not ours to write. InnoDB undoes
+        // the statement alone; the transaction goes on.
         Err(e) if error_number(&e) == Some(DUPLICATE) => Ok(false),
-        Err(e) => Err(db_err(e)),
+        Err(e) => Err(e),
     }
 }
 
@@ -171,7 +205,9 @@ async fn read(db: &Db, names: Option<&[String]>) -> Result<Vec<ScheduleRecord>, 
     .map_err(db_err)?;
     let mut out: Vec<ScheduleRecord> = rows.iter().map(record).collect::<Result<_, _>>()?;
     if let Some(names) = names {
-        out.retain(|r| names.contains(&r.name));
+        // The planner's batch asks for thousands: look each up in a set.
+        let names: HashSet<&str> = names.iter().map(String::as_str).collect();
+        out.retain(|r| names.contains(r.name.as_str()));
     }
     Ok(out)
 }

@@ -1,7 +1,9 @@
 //! Schedules' stored progress (the [`Schedules`] impl): one row per schedule, written by a
 //! fenced update (only where `planned_until` is still what the pass read) or, for a schedule
-//! never planned, an insert that a concurrent one makes a no-op. The database's clock is
-//! `clock_timestamp()`, not `now()` (the start of the transaction).
+//! never planned, an insert that a concurrent one makes a no-op. A planner's batch of passes
+//! is one transaction, its rows written in name order (so two batches over the same
+//! schedules queue rather than deadlock). The database's clock is `clock_timestamp()`, not
+//! `now()` (the start of the transaction).
 
 use crate::row::{col, opt_time, time};
 use crate::types::{Id, Time};
@@ -24,6 +26,8 @@ macro_rules! select {
 }
 
 const ONE: &str = concat!(select!(), " WHERE name = $1");
+/// `$1`: the names.
+const SOME: &str = concat!(select!(), " WHERE name = ANY($1) ORDER BY name");
 const ALL: &str = concat!(select!(), " ORDER BY name");
 
 /// `$1` name, `$2` planned_until, `$3`/`$4` outage, `$5` last_tick, `$6` waiting, `$7`/`$8`
@@ -63,7 +67,17 @@ impl Schedules for PostgresStore {
         &self,
         p: AdvanceScheduleParams,
     ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move { advance(&self.db, &p).await })
+        Box::pin(async move {
+            let written = advance_all(&self.db, std::slice::from_ref(&p)).await?;
+            Ok(written.first().copied().unwrap_or(false))
+        })
+    }
+
+    fn advance_schedules(
+        &self,
+        items: Vec<AdvanceScheduleParams>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move { advance_all(&self.db, &items).await })
     }
 
     fn pause_schedule(
@@ -111,7 +125,60 @@ impl Schedules for PostgresStore {
     }
 }
 
-async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError> {
+/// A deadlock (another transaction took the same rows in another order) aborts the batch,
+/// which wrote nothing and is simply run again.
+const DEADLOCK_RETRIES: usize = 5;
+
+/// Writes each item fenced, in one transaction: `true` where written, in `items`' order.
+async fn advance_all(db: &Db, items: &[AdvanceScheduleParams]) -> Result<Vec<bool>, StoreError> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Rows are locked in name order, whatever order the items come in.
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|a, b| items[*a].name.cmp(&items[*b].name));
+    let mut tries = 0;
+    loop {
+        match in_transaction(db, items, &order).await {
+            Ok(written) => return Ok(written),
+            Err(e) if tries < DEADLOCK_RETRIES && crate::is_deadlock(&e) => {
+                tries += 1;
+                tracing::debug!(
+                    tries,
+                    "schedule advances deadlocked with another batch; again"
+                );
+            }
+            Err(e) => return Err(db_err(e)),
+        }
+    }
+}
+
+async fn in_transaction(
+    db: &Db,
+    items: &[AdvanceScheduleParams],
+    order: &[usize],
+) -> Result<Vec<bool>, sqlx::Error> {
+    let mut tx = db.pool.begin().await?;
+    let mut written = vec![false; items.len()];
+    for &i in order {
+        match advance(db, &mut tx, &items[i]).await {
+            Ok(w) => written[i] = w,
+            Err(e) => {
+                // At once: its row locks would hold up the other planners until then.
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(written)
+}
+
+async fn advance(
+    db: &Db,
+    conn: &mut sqlx::PgConnection,
+    p: &AdvanceScheduleParams,
+) -> Result<bool, sqlx::Error> {
     let g = &p.progress;
     // ADVANCE and FIRST share their first nine binds.
     let bind = |sql: &'static str| {
@@ -128,9 +195,8 @@ async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError>
     };
     let updated = bind(ADVANCE)
         .bind(p.expected.map(Time))
-        .execute(&db.pool)
-        .await
-        .map_err(db_err)?
+        .execute(&mut *conn)
+        .await?
         .rows_affected();
     if updated == 1 {
         return Ok(true);
@@ -138,11 +204,7 @@ async fn advance(db: &Db, p: &AdvanceScheduleParams) -> Result<bool, StoreError>
     if p.expected.is_some() {
         return Ok(false);
     }
-    let inserted = bind(FIRST)
-        .execute(&db.pool)
-        .await
-        .map_err(db_err)?
-        .rows_affected();
+    let inserted = bind(FIRST).execute(&mut *conn).await?.rows_affected();
     Ok(inserted == 1)
 }
 
@@ -162,14 +224,16 @@ async fn read(db: &Db, names: Option<&[String]>) -> Result<Vec<ScheduleRecord>, 
                 .fetch_all(&db.pool)
                 .await
         }
-        _ => sqlx::query(db.schema.sql(ALL)).fetch_all(&db.pool).await,
+        Some(names) => {
+            sqlx::query(db.schema.sql(SOME))
+                .bind(names)
+                .fetch_all(&db.pool)
+                .await
+        }
+        None => sqlx::query(db.schema.sql(ALL)).fetch_all(&db.pool).await,
     }
     .map_err(db_err)?;
-    let mut out: Vec<ScheduleRecord> = rows.iter().map(record).collect::<Result<_, _>>()?;
-    if let Some(names) = names {
-        out.retain(|r| names.contains(&r.name));
-    }
-    Ok(out)
+    rows.iter().map(record).collect()
 }
 
 fn record(r: &PgRow) -> Result<ScheduleRecord, StoreError> {

@@ -1,9 +1,12 @@
 //! Schedules' stored progress (the [`Schedules`] impl): one row per schedule, written by a
 //! fenced update (only where `planned_until` is still what the pass read) or, for a schedule
-//! never planned, an insert that a concurrent one makes a no-op.
+//! never planned, an insert that a concurrent one makes a no-op. A planner's batch of passes
+//! is written in one `BEGIN IMMEDIATE` transaction (one commit for all), with direct calls
+//! that prepare each statement once ([`crate::raw`]).
 
 use crate::SqliteStore;
 use crate::db_err;
+use crate::raw::{self, Db, Row, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id};
 use backstop_core::StoreError;
@@ -13,8 +16,7 @@ use backstop_core::store::{
     Schedules, SchedulesParams,
 };
 use jiff::Timestamp;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
 macro_rules! select {
     () => {
@@ -23,7 +25,11 @@ macro_rules! select {
     };
 }
 
-const ONE: &str = concat!(select!(), " WHERE name = ?1");
+/// `?1`: the names, as a JSON array.
+const SOME: &str = concat!(
+    select!(),
+    " WHERE name IN (SELECT value FROM json_each(?1)) ORDER BY name"
+);
 const ALL: &str = concat!(select!(), " ORDER BY name");
 
 /// `?1` name, `?2` planned_until, `?3`/`?4` outage, `?5` last_tick, `?6` waiting, `?7`/`?8`
@@ -68,7 +74,21 @@ impl Schedules for SqliteStore {
     ) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut w = self.inner.lock_writer().await?;
-            advance(&mut w, &p).await
+            let written = advance(&mut w, std::slice::from_ref(&p)).await?;
+            Ok(written.first().copied().unwrap_or(false))
+        })
+    }
+
+    fn advance_schedules(
+        &self,
+        items: Vec<AdvanceScheduleParams>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move {
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut w = self.inner.lock_writer().await?;
+            advance(&mut w, &items).await
         })
     }
 
@@ -114,42 +134,46 @@ impl Schedules for SqliteStore {
     }
 }
 
-async fn advance(w: &mut SqliteConnection, p: &AdvanceScheduleParams) -> Result<bool, StoreError> {
-    let mut tx = w.begin_with("BEGIN IMMEDIATE").await.map_err(db_err)?;
-    let g = &p.progress;
-    // ADVANCE and FIRST share their first nine binds.
-    let bind = |sql: &'static str| {
-        sqlx::query(sql)
-            .bind(&p.name)
-            .bind(g.planned_until.map(to_ms))
-            .bind(g.outage.map(|o| to_ms(o.0)))
-            .bind(g.outage.map(|o| to_ms(o.1)))
-            .bind(g.last_tick.as_ref().map(|id| id_bytes(id).to_vec()))
-            .bind(g.waiting.map(to_ms))
-            .bind(p.add_missed as i64)
-            .bind(p.add_overlapped as i64)
-            .bind(to_ms(p.now))
-    };
-    let updated = bind(ADVANCE)
-        .bind(p.expected.map(to_ms))
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err)?
-        .rows_affected();
-    let written = if updated == 1 {
-        true
-    } else if p.expected.is_none() {
-        bind(FIRST)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?
-            .rows_affected()
-            == 1
-    } else {
-        false
-    };
-    tx.commit().await.map_err(db_err)?;
-    Ok(written)
+/// Writes each item fenced, in order, in one transaction: `true` where written.
+async fn advance(
+    w: &mut SqliteConnection,
+    items: &[AdvanceScheduleParams],
+) -> Result<Vec<bool>, StoreError> {
+    raw::write(w, |db| {
+        let mut update = db.prepare(ADVANCE)?;
+        let mut first = None;
+        let mut out = Vec::with_capacity(items.len());
+        for p in items {
+            let g = &p.progress;
+            // ADVANCE and FIRST share their first nine values.
+            let values: [Value<'_>; 10] = [
+                p.name.as_str().into(),
+                g.planned_until.map(to_ms).into(),
+                g.outage.map(|o| to_ms(o.0)).into(),
+                g.outage.map(|o| to_ms(o.1)).into(),
+                g.last_tick.as_ref().map(id_bytes).into(),
+                g.waiting.map(to_ms).into(),
+                Value::Int(p.add_missed as i64),
+                Value::Int(p.add_overlapped as i64),
+                Value::Int(to_ms(p.now)),
+                p.expected.map(to_ms).into(),
+            ];
+            let written = if update.execute(&values)? == 1 {
+                true
+            } else if p.expected.is_none() {
+                let insert = match &mut first {
+                    Some(s) => s,
+                    slot => slot.insert(db.prepare(FIRST)?),
+                };
+                insert.execute(&values[..9])? == 1
+            } else {
+                false
+            };
+            out.push(written);
+        }
+        Ok(out)
+    })
+    .await
 }
 
 async fn one(conn: &mut SqliteConnection, name: &str) -> Result<ScheduleRecord, StoreError> {
@@ -159,45 +183,53 @@ async fn one(conn: &mut SqliteConnection, name: &str) -> Result<ScheduleRecord, 
         .ok_or_else(|| StoreError::Database(format!("schedule {name:?} vanished").into()))
 }
 
+/// The rows of `names` (all when `None`), by name: thousands at once for the planner's
+/// batch, read in place rather than handed over one by one.
 async fn read(
     conn: &mut SqliteConnection,
     names: Option<&[String]>,
 ) -> Result<Vec<ScheduleRecord>, StoreError> {
-    let rows = match names {
-        // The planner's case: one schedule per pass.
-        Some([name]) => sqlx::query(ONE).bind(name).fetch_all(&mut *conn).await,
-        _ => sqlx::query(ALL).fetch_all(&mut *conn).await,
-    }
-    .map_err(db_err)?;
-    let mut out: Vec<ScheduleRecord> = rows.iter().map(record).collect::<Result<_, _>>()?;
-    if let Some(names) = names {
-        out.retain(|r| names.contains(&r.name));
-    }
-    Ok(out)
+    let json = names.map(|n| serde_json::to_string(n).expect("strings"));
+    raw::read(conn, |db: &Db<'_>| {
+        let mut out = Vec::new();
+        let (sql, values) = match &json {
+            Some(json) => (SOME, vec![Value::Text(json)]),
+            None => (ALL, Vec::new()),
+        };
+        db.prepare(sql)?.query(&values, |r| {
+            out.push(record(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    })
+    .await
 }
 
-fn record(r: &SqliteRow) -> Result<ScheduleRecord, StoreError> {
-    let ms = |c: &str| r.get::<Option<i64>, _>(c).map(from_ms);
-    let outage = match (ms("outage_from"), ms("outage_to")) {
+/// One row of [`select!`]'s columns, in order.
+fn record(r: &Row<'_>) -> Result<ScheduleRecord, StoreError> {
+    let ms = |c| r.opt_int(c).map(from_ms);
+    let outage = match (ms(2), ms(3)) {
         (Some(a), Some(b)) => Some((a, b)),
         _ => None,
     };
+    // A NULL blob reads as empty; an id is never empty.
+    let last_tick = match r.blob(4) {
+        [] => None,
+        b => Some(parse_id(b)?),
+    };
     Ok(ScheduleRecord {
-        name: r.get("name"),
+        name: r.text(0)?.to_owned(),
         progress: Progress {
-            planned_until: ms("planned_until"),
+            planned_until: ms(1),
             outage,
-            last_tick: r
-                .get::<Option<Vec<u8>>, _>("last_tick")
-                .map(|b| parse_id(&b))
-                .transpose()?,
-            waiting: ms("waiting"),
-            paused: r.get::<i64, _>("paused") != 0,
+            last_tick,
+            waiting: ms(5),
+            paused: r.int(6) != 0,
         },
-        missed: r.get::<i64, _>("missed") as u64,
-        overlapped: r.get::<i64, _>("overlapped") as u64,
-        definition: r.get("definition"),
-        paused_note: r.get("paused_note"),
-        updated_at: from_ms(r.get("updated_at")),
+        missed: r.int(8) as u64,
+        overlapped: r.int(9) as u64,
+        definition: r.opt_text(10)?,
+        paused_note: r.opt_text(7)?,
+        updated_at: from_ms(r.int(11)),
     })
 }

@@ -119,6 +119,8 @@ macro_rules! conformance_suite {
             a_first_advance_creates_the_schedule,
             schedule_advances_are_fenced_by_planned_until,
             racing_first_advances_store_exactly_one,
+            a_batch_of_advances_answers_each_item_on_its_own,
+            racing_batches_store_exactly_one_advance_per_schedule,
             a_pause_by_hand_round_trips_and_advances_leave_it,
             schedule_definitions_are_registered_and_removed_keeping_progress,
             schedules_are_listed_by_name_in_byte_order,

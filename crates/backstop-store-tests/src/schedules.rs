@@ -1,6 +1,6 @@
 //! Schedules' stored progress: the planner's fenced advance (written only where
-//! `planned_until` is still what the pass read), a pause by hand, API definitions, listing by
-//! name, and the database's clock.
+//! `planned_until` is still what the pass read), alone or as a batch, a pause by hand, API
+//! definitions, listing by name, and the database's clock.
 
 use crate::fixtures::*;
 use backstop_core::TaskId;
@@ -39,6 +39,26 @@ async fn advance(
         })
         .await
         .expect("advance_schedule")
+}
+
+/// One item of a batch of advances: `name` planned to `until` if still at `expected`, adding
+/// one missed instant.
+fn item(name: &str, expected: Option<Timestamp>, until: Timestamp) -> AdvanceScheduleParams {
+    AdvanceScheduleParams {
+        name: name.into(),
+        expected,
+        progress: planned(until),
+        add_missed: 1,
+        add_overlapped: 0,
+        now: until,
+    }
+}
+
+async fn advance_all(store: &dyn Store, items: Vec<AdvanceScheduleParams>) -> Vec<bool> {
+    store
+        .advance_schedules(items)
+        .await
+        .expect("advance_schedules")
 }
 
 async fn list(store: &dyn Store, names: Option<&[&str]>) -> Vec<ScheduleRecord> {
@@ -193,6 +213,130 @@ pub async fn racing_first_advances_store_exactly_one(store: S) {
         );
         assert_eq!(stored.missed, 1, "{name}: the winner's counters alone");
         assert_eq!(stored.progress.paused, name == "paused-first", "{name}");
+    }
+}
+
+/// A planner's batch: each item is fenced on its own, as if advanced alone — the current
+/// ones written, the stale ones left, the new ones created — and nothing else changes.
+pub async fn a_batch_of_advances_answers_each_item_on_its_own(store: S) {
+    assert_eq!(advance_all(&*store, Vec::new()).await, Vec::<bool>::new());
+    for name in ["current", "stale", "taken"] {
+        assert!(advance(&*store, name, None, planned(at(60)), (0, 0), at(60)).await);
+    }
+    pause(&*store, "paused-first", true, Some("before any planning")).await;
+    let before_stale = one(&*store, "stale").await;
+    let before_taken = one(&*store, "taken").await;
+    let written = advance_all(
+        &*store,
+        vec![
+            item("stale", Some(at(30)), at(120)),
+            item("current", Some(at(60)), at(120)),
+            item("new", None, at(120)),
+            item("never-stored", Some(at(60)), at(120)),
+            item("taken", None, at(120)),
+            item("paused-first", None, at(120)),
+        ],
+    )
+    .await;
+    assert_eq!(written, [false, true, true, false, false, true]);
+    let current = one(&*store, "current").await;
+    assert_eq!(
+        (current.progress, current.missed, current.updated_at),
+        (planned(at(120)), 1, at(120))
+    );
+    let new = one(&*store, "new").await;
+    assert_eq!((new.progress, new.missed), (planned(at(120)), 1));
+    let paused = one(&*store, "paused-first").await;
+    assert_eq!(paused.progress.planned_until, Some(at(120)));
+    assert!(paused.progress.paused, "an advance never changes the pause");
+    assert_eq!(
+        one(&*store, "stale").await,
+        before_stale,
+        "a stale item changes nothing"
+    );
+    assert_eq!(
+        one(&*store, "taken").await,
+        before_taken,
+        "nor a first one, taken"
+    );
+    assert_eq!(list(&*store, Some(&["never-stored"])).await, []);
+    assert_eq!(list(&*store, None).await.len(), 5);
+    // Again with the same items: only the first advances of `new` and `current` moved on.
+    let again = advance_all(
+        &*store,
+        vec![
+            item("current", Some(at(120)), at(180)),
+            item("new", None, at(180)),
+            item("stale", Some(at(60)), at(180)),
+        ],
+    )
+    .await;
+    assert_eq!(again, [true, false, true]);
+    assert_eq!(one(&*store, "new").await.progress, planned(at(120)));
+    assert_eq!(one(&*store, "stale").await.progress, planned(at(180)));
+}
+
+/// Planners in several processes advance the same schedules in batches at once, each batch
+/// in its own order: exactly one wins each schedule, new or stored, and its progress is the
+/// one stored.
+pub async fn racing_batches_store_exactly_one_advance_per_schedule(store: S) {
+    const RACERS: usize = 6;
+    const NAMES: usize = 40;
+    let names: Vec<String> = (0..NAMES).map(|i| format!("s{i:02}")).collect();
+    // Half are stored already, half are new.
+    let stored = |i: usize| i.is_multiple_of(2);
+    for (i, name) in names.iter().enumerate() {
+        if stored(i) {
+            assert!(advance(&*store, name, None, planned(at(60)), (0, 0), at(60)).await);
+        }
+    }
+    let start = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let racers: Vec<_> = (0..RACERS)
+        .map(|r| {
+            let (store, start, names) = (store.clone(), start.clone(), names.clone());
+            tokio::spawn(async move {
+                // Each racer's own order: rotated, and every other one reversed.
+                let mut order: Vec<usize> = (0..NAMES).map(|i| (i + r * 7) % NAMES).collect();
+                if !r.is_multiple_of(2) {
+                    order.reverse();
+                }
+                let items = order
+                    .iter()
+                    .map(|&i| {
+                        let expected = stored(i).then(|| at(60));
+                        item(&names[i], expected, at(1000 + r as i64))
+                    })
+                    .collect();
+                start.wait().await;
+                let written = advance_all(&*store, items).await;
+                (r, order, written)
+            })
+        })
+        .collect();
+    let mut winners: Vec<Vec<usize>> = vec![Vec::new(); NAMES];
+    for racer in racers {
+        let (r, order, written) = racer.await.expect("racer");
+        assert_eq!(written.len(), NAMES);
+        for (i, won) in order.into_iter().zip(written) {
+            if won {
+                winners[i].push(r);
+            }
+        }
+    }
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(
+            winners[i].len(),
+            1,
+            "{name}: exactly one winner: {:?}",
+            winners[i]
+        );
+        let s = one(&*store, name).await;
+        assert_eq!(
+            s.progress,
+            planned(at(1000 + winners[i][0] as i64)),
+            "{name}: the winner's progress"
+        );
+        assert_eq!(s.missed, 1, "{name}: the winner's counters alone");
     }
 }
 

@@ -91,6 +91,25 @@ pub trait Schedules: Send + Sync {
     fn advance_schedule(&self, p: AdvanceScheduleParams)
     -> BoxFuture<'_, Result<bool, StoreError>>;
 
+    /// Stores the progress of many passes at once (the planner's batch of the schedules due
+    /// at one instant), each item exactly as [`Schedules::advance_schedule`] alone: fenced
+    /// by its own `expected`, created when that is `None`. One `bool` per item, in order,
+    /// `true` where written; items are applied in order, as one by one. The stores write all
+    /// items in one transaction (nothing is written when it fails); this default, for
+    /// wrappers, advances them one by one.
+    fn advance_schedules(
+        &self,
+        items: Vec<AdvanceScheduleParams>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(self.advance_schedule(item).await?);
+            }
+            Ok(out)
+        })
+    }
+
     /// Pauses or resumes by hand.
     fn pause_schedule(
         &self,

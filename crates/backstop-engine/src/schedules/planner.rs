@@ -4,11 +4,10 @@
 //! while another runs, and one that starts after all were down finds the outage in the stored
 //! progress.
 
-use super::pass::pass;
+use super::batch::{Moving, pass_batch};
 use super::registry::registered;
 use crate::context::Context;
 use backstop_core::schedule::Schedule;
-use futures_util::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,9 +16,6 @@ use tokio::sync::watch;
 
 /// The longest the planner sleeps without reading the database's clock again.
 const MAX_SLEEP: Duration = Duration::from_secs(1);
-
-/// Planning passes of different schedules run at once, at most this many.
-const AT_ONCE: usize = 64;
 
 /// How often schedules registered over the API are read again.
 const REFRESH: Duration = Duration::from_secs(5);
@@ -115,25 +111,20 @@ impl Planner {
 
     /// Plans every schedule due at `now`; returns how long to sleep before the next is due.
     async fn round(&self, now: Timestamp, set: &mut BTreeMap<String, Planned>) -> Duration {
-        // Each pass plans against the round's clock reading moved on by the time the round
-        // has taken, so that its rows' `created_at` says when they were written. Passes of
-        // different schedules touch different rows: up to `AT_ONCE` run together, so their
-        // writes share commits (the stores batch concurrent enqueues).
+        // The schedules due are planned as one batch: their progress read together, their
+        // rows written in a few large enqueues and their progress in as many fenced calls,
+        // against the round's clock reading moved on by the time the round has taken (so
+        // that rows' `created_at` says when they were written).
         let started = Instant::now();
         let due: Vec<Arc<Schedule>> = set
             .values()
             .filter(|p| p.due.is_none_or(|d| d <= now))
             .map(|p| p.schedule.clone())
             .collect();
-        let ctx = &self.ctx;
-        let mut passes = stream::iter(due)
-            .map(|s| async move {
-                let at = now + started.elapsed();
-                let r = pass(ctx, &s, at).await;
-                (s, r)
-            })
-            .buffer_unordered(AT_ONCE);
-        while let Some((s, r)) = passes.next().await {
+        let batch: Vec<&Schedule> = due.iter().map(|s| &**s).collect();
+        let results = pass_batch(&self.ctx, &batch, Moving::new(now, started)).await;
+        let mut failed: Option<(usize, String)> = None;
+        for (s, r) in due.iter().zip(results) {
             let next_due = match r {
                 Ok(r) if r.more => None,
                 Ok(r) => {
@@ -146,13 +137,18 @@ impl Planner {
                     })
                 }
                 Err(e) => {
-                    tracing::warn!(schedule = %s.name, error = %e, "schedules: a planning pass failed");
+                    tracing::debug!(schedule = %s.name, error = %e, "schedules: a planning pass failed");
+                    let f = failed.get_or_insert_with(|| (0, format!("{:?}: {e}", s.name)));
+                    f.0 += 1;
                     Some(now + RECHECK)
                 }
             };
             if let Some(p) = set.get_mut(&s.name) {
                 p.due = next_due;
             }
+        }
+        if let Some((n, first)) = failed {
+            tracing::warn!(failed = n, first = %first, "schedules: planning passes failed; again in a second");
         }
         let soonest = set.values().map(|p| p.due.unwrap_or(now)).min();
         match soonest {
