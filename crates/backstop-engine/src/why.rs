@@ -55,6 +55,19 @@ pub fn explain(
             out.push(format!("Attempts so far: {}.", parts.join(", ")));
         }
     }
+    let count = |k: EventType| timeline.iter().filter(|e| e.kind == k).count();
+    let suspended = count(EventType::Suspended);
+    if suspended > 0 {
+        out.push(format!(
+            "It was suspended {suspended} time(s) by a worker stopping, each time with its checkpoint and not counted as an attempt; it resumes from its last checkpoint."
+        ));
+    }
+    let refused = count(EventType::CheckpointRejected);
+    if refused > 0 {
+        out.push(format!(
+            "{refused} checkpoint(s) from workers whose lease was lost were refused; the cursor is the current attempt's."
+        ));
+    }
     if let Some(e) = &t.last_error {
         out.push(format!("The last error was: {e}."));
     }
@@ -210,6 +223,20 @@ mod tests {
         assert!(text.contains("HTTP 503"), "{text}");
         assert!(text.contains("(in 60s)"), "{text}");
         assert!(text.contains("4 attempts left"), "{text}");
+    }
+
+    #[test]
+    fn suspensions_and_refused_checkpoints_are_told() {
+        let tl = [
+            Event::new(EventType::Suspended, at(10)),
+            Event::new(EventType::Suspended, at(20)),
+            Event::new(EventType::CheckpointRejected, at(30)),
+        ];
+        let text = explain(&task(Status::Pending), &tl, at(40), None, None).join("\n");
+        assert!(text.contains("suspended 2 time(s)"), "{text}");
+        assert!(text.contains("1 checkpoint(s) from workers"), "{text}");
+        let quiet = explain(&task(Status::Pending), &[], at(40), None, None).join("\n");
+        assert!(!quiet.contains("suspended"), "{quiet}");
     }
 
     #[test]
