@@ -25,6 +25,13 @@ const LOCK: &str = "SELECT seq, epoch, status FROM {tasks} WHERE id = ? FOR UPDA
 /// Binds: cursor, seq.
 const SAVE: &str = "UPDATE {tasks} SET checkpoint = ? WHERE seq = ?";
 
+/// The common case in one autocommitted statement: the lease holds. `status + 0` keeps the
+/// status out of index choice, so the row is found by its unique `id` alone. The connection
+/// reports matched rows (sqlx asks for `CLIENT_FOUND_ROWS`), so the same cursor saved twice
+/// still counts. Binds: cursor, id, epoch, running.
+const SAVE_HELD: &str =
+    "UPDATE {tasks} SET checkpoint = ? WHERE id = ? AND epoch = ? AND status + 0 = ?";
+
 /// The suspended attempt on the timeline, in place of an `attempt` event. Binds: id, now,
 /// attempt, duration, worker.
 const RECORD_SUSPENDED: &str = "
@@ -51,6 +58,19 @@ impl Checkpoints for MysqlStore {
     fn checkpoint(&self, p: CheckpointParams) -> BoxFuture<'_, Result<Checkpointed, StoreError>> {
         Box::pin(async move {
             let db = &self.db;
+            let saved = sqlx::query(db.tables.q(SAVE_HELD))
+                .bind(p.cursor.as_str())
+                .bind(id_bytes(&p.lease.id))
+                .bind(p.lease.epoch)
+                .bind(status_code(Status::Running))
+                .execute(&db.pool)
+                .await
+                .map_err(crate::tx::db_err)?
+                .rows_affected();
+            if saved == 1 {
+                return Ok(Checkpointed::Saved);
+            }
+            // Lost, or raced: decided on the locked row, and a rejection recorded.
             let out = transaction!(db, Retry::Locks, |conn| save(db, conn, &p).await)?;
             Ok(logged(out, &p.lease, "checkpoint_rejected"))
         })
