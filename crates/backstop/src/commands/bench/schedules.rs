@@ -70,7 +70,7 @@ pub async fn run(a: SchedulesBenchArgs, database: Option<String>) -> Result<()> 
         r.lag_ms_p50, r.lag_ms_p99, r.lag_ms_max
     );
     println!(
-        "process CPU: {:.1} % of one core (planner, store writer and runtime together)",
+        "process CPU: {:.1} % of one core (planner, reconciler, store writer and runtime together)",
         r.process_cpu_percent_of_one_core
     );
     println!(
