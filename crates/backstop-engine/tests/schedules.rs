@@ -307,7 +307,7 @@ async fn an_outage_with_catch_up_latest_runs_the_last_instant() {
     assert_eq!(ran, ["12:20:00Z"]);
     assert_eq!(compensated.len(), 9);
     let last = rows.iter().find(|t| t.key.ends_with("12:20:00Z")).unwrap();
-    assert_eq!(last.status, Status::Succeeded, "it ran");
+    assert_eq!(last.status, Status::Succeeded, "it ran: {last:?}");
     assert!(
         rows.iter()
             .filter(|t| t.status == Status::Compensated)

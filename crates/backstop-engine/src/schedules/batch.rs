@@ -8,6 +8,7 @@
 //! Rows first, progress second: a crash between them leaves rows whose instants the next
 //! pass plans again, and those are repeats (same key, same payload), never second rows.
 
+use super::clock::Moving;
 use super::last_ticks;
 use super::outcome::{PassReport, outcome};
 use super::tick_task::tick_task;
@@ -19,31 +20,10 @@ use backstop_core::store::{AdvanceScheduleParams, SchedulesParams};
 use jiff::Timestamp;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::time::Instant;
 
 /// Rows one chunk writes at most (a pass with no row counts as one: its progress is still
 /// written). One pass writes at most `ROWS_PER_PASS` (1,000) rows, so it fits in a chunk.
 const CHUNK: usize = 1_000;
-
-/// The clock a batch plans against: one reading of the database's clock, moved on by the
-/// time since, so that each chunk's rows' `created_at` says when they were written.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Moving {
-    at: Timestamp,
-    since: Instant,
-}
-
-impl Moving {
-    /// The clock that read `at` at `since`.
-    pub(crate) fn new(at: Timestamp, since: Instant) -> Self {
-        Moving { at, since }
-    }
-
-    /// Now, by that clock.
-    pub(crate) fn now(&self) -> Timestamp {
-        self.at + self.since.elapsed()
-    }
-}
 
 /// A schedule's pass, decided: where it started, and its plan.
 struct Decided {
@@ -61,7 +41,7 @@ pub(crate) async fn pass_batch(
     if due.is_empty() {
         return Vec::new();
     }
-    let decided = match decide(ctx, due, clock).await {
+    let decided = match decide(ctx, due, &clock).await {
         Ok(d) => d,
         Err(e) => return due.iter().map(|_| Err(e.replicate())).collect(),
     };
@@ -77,7 +57,7 @@ pub(crate) async fn pass_batch(
 async fn decide(
     ctx: &Context,
     due: &[&Schedule],
-    clock: Moving,
+    clock: &Moving,
 ) -> Result<Vec<Decided>, StoreError> {
     let names = due.iter().map(|s| s.name.clone()).collect();
     let mut stored: HashMap<String, Progress> = ctx

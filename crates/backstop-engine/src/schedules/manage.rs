@@ -304,8 +304,7 @@ impl Engine {
     /// bench times this; the loop needs no help).
     pub async fn plan_schedule(&self, name: &str) -> Result<PlanPass, ScheduleActionError> {
         let s = self.schedule(name).await?;
-        let now = super::clock::clock_now(&self.ctx).await?;
-        let r = super::pass::pass(&self.ctx, &s, now).await?;
+        let r = super::pass::pass(&self.ctx, &s).await?;
         Ok(PlanPass {
             created: r.created,
             repeated: r.repeated,

@@ -2,23 +2,22 @@
 //! times): a batch of one ([`super::batch`]). The planner loop plans the schedules due at one
 //! instant as one batch.
 
-use super::batch::{Moving, pass_batch};
+use super::batch::pass_batch;
+use super::clock::planning_clock;
 use super::outcome::PassReport;
 use backstop_core::StoreError;
 use backstop_core::schedule::Schedule;
-use jiff::Timestamp;
-use std::time::Instant;
 
 /// A tick's task (the operators' trigger and backfill write ticks too).
 pub(crate) use super::tick_task::new_tick;
 
-/// Plans `s` up to `now` (the database's clock).
+/// Plans `s` up to now (the database's clock, where it has one).
 pub(crate) async fn pass(
     ctx: &crate::context::Context,
     s: &Schedule,
-    now: Timestamp,
 ) -> Result<PassReport, StoreError> {
-    let mut one = pass_batch(ctx, &[s], Moving::new(now, Instant::now())).await;
+    let clock = planning_clock(ctx).await?;
+    let mut one = pass_batch(ctx, &[s], clock).await;
     one.pop().unwrap_or_else(|| {
         Err(StoreError::Database(
             "a batch of one answered nothing".into(),

@@ -4,7 +4,8 @@
 //! while another runs, and one that starts after all were down finds the outage in the stored
 //! progress.
 
-use super::batch::{Moving, pass_batch};
+use super::batch::pass_batch;
+use super::clock::{Moving, planning_clock};
 use super::registry::registered;
 use crate::context::Context;
 use backstop_core::schedule::Schedule;
@@ -67,8 +68,8 @@ impl Planner {
             let sleep = if set.is_empty() {
                 REFRESH
             } else {
-                match super::clock::clock_now(&self.ctx).await {
-                    Ok(now) => self.round(now, &mut set).await,
+                match planning_clock(&self.ctx).await {
+                    Ok(clock) => self.round(clock, &mut set).await,
                     Err(e) => {
                         tracing::warn!(error = %e, "schedules: cannot read the database's clock");
                         Duration::from_secs(1)
@@ -110,19 +111,19 @@ impl Planner {
     }
 
     /// Plans every schedule due at `now`; returns how long to sleep before the next is due.
-    async fn round(&self, now: Timestamp, set: &mut BTreeMap<String, Planned>) -> Duration {
+    async fn round(&self, clock: Moving, set: &mut BTreeMap<String, Planned>) -> Duration {
+        let now = clock.now();
         // The schedules due are planned as one batch: their progress read together, their
         // rows written in a few large enqueues and their progress in as many fenced calls,
         // against the round's clock reading moved on by the time the round has taken (so
         // that rows' `created_at` says when they were written).
-        let started = Instant::now();
         let due: Vec<Arc<Schedule>> = set
             .values()
             .filter(|p| p.due.is_none_or(|d| d <= now))
             .map(|p| p.schedule.clone())
             .collect();
         let batch: Vec<&Schedule> = due.iter().map(|s| &**s).collect();
-        let results = pass_batch(&self.ctx, &batch, Moving::new(now, started)).await;
+        let results = pass_batch(&self.ctx, &batch, clock).await;
         let mut failed: Option<(usize, String)> = None;
         for (s, r) in due.iter().zip(results) {
             let next_due = match r {
