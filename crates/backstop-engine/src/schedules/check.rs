@@ -127,7 +127,8 @@ impl ScheduleWatch {
             }
         };
         let now = self.now(errors).await;
-        let all = self.schedules(&records);
+        let registered = self.registered(&records);
+        let all = self.schedules(&registered);
         let names: HashSet<&str> = all.iter().map(|s| s.name.as_str()).collect();
         self.ranges.keep_only(&names);
         let by_name: HashMap<&str, &ScheduleRecord> =
@@ -211,17 +212,30 @@ impl ScheduleWatch {
         out
     }
 
-    /// Every schedule by name: the configured ones, and the usable registered ones.
-    fn schedules(&self, records: &[ScheduleRecord]) -> Vec<Schedule> {
-        let mut all: Vec<Schedule> = self.configured.to_vec();
-        let configured: HashSet<&str> = self.configured.iter().map(|s| s.name.as_str()).collect();
+    /// The usable schedules registered over the API that the configuration does not name.
+    fn registered(&self, records: &[ScheduleRecord]) -> Vec<Schedule> {
+        let mut configured = None;
+        let mut out = Vec::new();
         for (name, s) in definitions(records, &self.kinds) {
+            let configured = configured.get_or_insert_with(|| {
+                self.configured
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<HashSet<&str>>()
+            });
             if let Ok(s) = s
                 && !configured.contains(name)
             {
-                all.push(s);
+                out.push(s);
             }
         }
+        out
+    }
+
+    /// Every schedule by name: the configured ones (borrowed, not copied: a pass runs every
+    /// second over what may be 10,000 of them) and `registered`.
+    fn schedules<'a>(&'a self, registered: &'a [Schedule]) -> Vec<&'a Schedule> {
+        let mut all: Vec<&Schedule> = self.configured.iter().chain(registered).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
@@ -289,7 +303,7 @@ impl ScheduleWatch {
     /// was not silent at the last pass.
     fn silence(
         &self,
-        all: &[Schedule],
+        all: &[&Schedule],
         records: &HashMap<&str, &ScheduleRecord>,
         now: Timestamp,
         previous: &ScheduleCheck,
@@ -337,9 +351,12 @@ impl ScheduleWatch {
 
 /// `all` (sorted by name) in the order a pass looks at them: after `cursor`, then from the
 /// start.
-fn rotation<'a>(all: &'a [Schedule], cursor: Option<&str>) -> impl Iterator<Item = &'a Schedule> {
+fn rotation<'a>(
+    all: &'a [&'a Schedule],
+    cursor: Option<&str>,
+) -> impl Iterator<Item = &'a Schedule> {
     let split = cursor.map_or(0, |c| all.partition_point(|s| s.name.as_str() <= c));
-    all[split..].iter().chain(&all[..split])
+    all[split..].iter().chain(&all[..split]).copied()
 }
 
 #[cfg(test)]
@@ -361,7 +378,8 @@ mod tests {
     }
 
     fn order(all: &[Schedule], cursor: Option<&str>) -> Vec<String> {
-        rotation(all, cursor).map(|s| s.name.clone()).collect()
+        let all: Vec<&Schedule> = all.iter().collect();
+        rotation(&all, cursor).map(|s| s.name.clone()).collect()
     }
 
     #[test]
