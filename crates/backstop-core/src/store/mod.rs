@@ -19,7 +19,7 @@
 //! | `statement_runs` | [`Statements`] | record_statement_run, statement_runs, statement_run |
 //! | `entities` | [`Entities`] | transition_entity, entity |
 //! | `callbacks` | [`Callbacks`] | record_callback, list_callbacks |
-//! | `schedules` | [`Schedules`] | schedules, advance_schedule, pause_schedule, define_schedule, database_now |
+//! | `schedules` | [`Schedules`] | schedules, advance_schedule, advance_schedules, pause_schedule, define_schedule, database_now |
 //! | `watch` | [`WorkWatch`] | watch_work |
 //!
 //! A service that needs one concern can take that trait (`Arc<dyn Store>` upcasts to
