@@ -64,16 +64,6 @@ impl Schedules for MysqlStore {
         Box::pin(async move { read(&self.db, p.names.as_deref()).await })
     }
 
-    fn advance_schedule(
-        &self,
-        p: AdvanceScheduleParams,
-    ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let written = advance_all(&self.db, std::slice::from_ref(&p)).await?;
-            Ok(written.first().copied().unwrap_or(false))
-        })
-    }
-
     fn advance_schedules(
         &self,
         items: Vec<AdvanceScheduleParams>,

@@ -68,17 +68,6 @@ impl Schedules for SqliteStore {
         })
     }
 
-    fn advance_schedule(
-        &self,
-        p: AdvanceScheduleParams,
-    ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut w = self.inner.lock_writer().await?;
-            let written = advance(&mut w, std::slice::from_ref(&p)).await?;
-            Ok(written.first().copied().unwrap_or(false))
-        })
-    }
-
     fn advance_schedules(
         &self,
         items: Vec<AdvanceScheduleParams>,

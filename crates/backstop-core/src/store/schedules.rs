@@ -87,28 +87,25 @@ pub trait Schedules: Send + Sync {
     ) -> BoxFuture<'_, Result<Vec<ScheduleRecord>, StoreError>>;
 
     /// Stores a planner pass's progress if nobody else moved it since (see
-    /// [`AdvanceScheduleParams`]). `true` when written.
-    fn advance_schedule(&self, p: AdvanceScheduleParams)
-    -> BoxFuture<'_, Result<bool, StoreError>>;
+    /// [`AdvanceScheduleParams`]). `true` when written. A batch of one.
+    fn advance_schedule(
+        &self,
+        p: AdvanceScheduleParams,
+    ) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let written = self.advance_schedules(vec![p]).await?;
+            Ok(written.first().copied().unwrap_or(false))
+        })
+    }
 
     /// Stores the progress of many passes at once (the planner's batch of the schedules due
-    /// at one instant), each item exactly as [`Schedules::advance_schedule`] alone: fenced
-    /// by its own `expected`, created when that is `None`. One `bool` per item, in order,
-    /// `true` where written; items are applied in order, as one by one. The stores write all
-    /// items in one transaction (nothing is written when it fails); this default, for
-    /// wrappers, advances them one by one.
+    /// at one instant), each item fenced by its own `expected`, created when that is `None`.
+    /// One `bool` per item, in order, `true` where written; items are applied in order, as
+    /// one by one, and all in one transaction (nothing is written when it fails).
     fn advance_schedules(
         &self,
         items: Vec<AdvanceScheduleParams>,
-    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
-        Box::pin(async move {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(self.advance_schedule(item).await?);
-            }
-            Ok(out)
-        })
-    }
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>>;
 
     /// Pauses or resumes by hand.
     fn pause_schedule(

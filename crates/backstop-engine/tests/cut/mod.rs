@@ -263,11 +263,11 @@ impl Schedules for Cut {
         self.gate(self.inner.schedules(p))
     }
 
-    fn advance_schedule(
+    fn advance_schedules(
         &self,
-        p: AdvanceScheduleParams,
-    ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        self.gate(self.inner.advance_schedule(p))
+        items: Vec<AdvanceScheduleParams>,
+    ) -> BoxFuture<'_, Result<Vec<bool>, StoreError>> {
+        self.gate(self.inner.advance_schedules(items))
     }
 
     fn pause_schedule(
