@@ -62,6 +62,17 @@ async fn wait_status(store: &dyn Store, id: TaskId, want: Status) -> backstop_co
     panic!("task {id} never became {want}");
 }
 
+/// Enqueues a `batch` task with key `key`.
+async fn enqueue(engine: &Engine, key: &str) -> TaskId {
+    let r = EnqueueRequest {
+        kind: "batch".into(),
+        key: key.into(),
+        payload: b"{}".to_vec(),
+        ..Default::default()
+    };
+    engine.enqueue(r).await.unwrap().id
+}
+
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
 struct Cursor {
     next: u64,
@@ -109,16 +120,7 @@ async fn shutdown_suspends_a_resumable_task_and_the_next_run_resumes_uncounted()
     };
     let engine = build();
     let (stop, h) = spawn(&engine);
-    let id = engine
-        .enqueue(EnqueueRequest {
-            kind: "batch".into(),
-            key: "b-1".into(),
-            payload: b"{}".to_vec(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .id;
+    let id = enqueue(&engine, "b-1").await;
     wait_status(&*store, id, Status::Running).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.send(()).unwrap();
@@ -174,16 +176,7 @@ async fn a_retry_resumes_from_the_last_checkpoint() {
         .build()
         .unwrap();
     let (stop, h) = spawn(&engine);
-    let id = engine
-        .enqueue(EnqueueRequest {
-            kind: "batch".into(),
-            key: "b-2".into(),
-            payload: b"{}".to_vec(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .id;
+    let id = enqueue(&engine, "b-2").await;
     let t = wait_status(&*store, id, Status::Succeeded).await;
     stop.send(()).unwrap();
     h.await.unwrap();
@@ -204,16 +197,7 @@ async fn a_suspend_outside_a_shutdown_counts_as_an_attempt() {
         .build()
         .unwrap();
     let (stop, h) = spawn(&engine);
-    let id = engine
-        .enqueue(EnqueueRequest {
-            kind: "batch".into(),
-            key: "b-3".into(),
-            payload: b"{}".to_vec(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .id;
+    let id = enqueue(&engine, "b-3").await;
     // Never stopping, it spends its two attempts and fails: no endless loop of suspensions.
     let t = wait_status(&*store, id, Status::Failed).await;
     stop.send(()).unwrap();
