@@ -21,6 +21,9 @@ fn task(status: Status, attempts: u32) -> Task {
         reason: None,
         created_at: t,
         updated_at: t,
+        group: None,
+        group_seq: None,
+        parked: false,
     }
 }
 

@@ -110,6 +110,7 @@ mod tests {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             }],
             now,
         }

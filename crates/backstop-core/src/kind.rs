@@ -54,9 +54,20 @@ pub struct KindConfig {
     /// Paused: tasks are accepted and kept, but none is started (no claims, no pull leases)
     /// until the kind is resumed. The reconciler names the pause when they become overdue.
     pub paused: bool,
+    /// Ordering per group ([`crate::group`]): `None` orders only tasks enqueued with a group
+    /// (with the default `on_failure`).
+    pub ordering: Option<crate::group::Ordering>,
 }
 
 impl KindConfig {
+    /// What a failed task of one of this kind's groups does to the rest of its group.
+    pub fn on_group_failure(&self) -> crate::group::OnFailure {
+        self.ordering
+            .as_ref()
+            .map(|o| o.on_failure)
+            .unwrap_or_default()
+    }
+
     /// A kind with the defaults of DESIGN.md: 8 attempts, exponential 2 s…5 min ±20 %,
     /// 30 s timeout, 32 concurrent attempts (512 for a broker target), a 60 s lease.
     pub fn new(name: impl Into<String>, target: Target) -> Self {
@@ -77,6 +88,7 @@ impl KindConfig {
             expires_in: None,
             lease: Duration::from_secs(60),
             paused: false,
+            ordering: None,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod decide;
 pub mod duration;
 pub mod entity;
 pub mod event;
+pub mod group;
 pub mod group_commit;
 pub mod idempotency;
 pub mod kind;

@@ -128,6 +128,14 @@ pub struct Task {
     pub reason: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Its ordering group, when its kind orders or its enqueuer named one
+    /// ([`crate::group`]).
+    pub group: Option<String>,
+    /// Its place in its group: the order in which the group's enqueues committed.
+    pub group_seq: Option<i64>,
+    /// Parked behind an open task of its group: `pending`, not due until that task ends.
+    /// `run_at` is then the task's own time, which applies once it is unparked.
+    pub parked: bool,
 }
 
 impl Task {
@@ -158,6 +166,9 @@ pub struct NewTask {
     /// origin instead, so the timeline counts every redelivery; without an origin a repeat
     /// leaves no trace (an API caller's retry).
     pub origin: Option<String>,
+    /// Its ordering group ([`crate::group`]): the group's tasks run one at a time, in the order
+    /// their enqueues commit. A repeat of an existing task keeps the existing task's group.
+    pub group: Option<String>,
 }
 
 /// How a new task enters the ledger.

@@ -79,6 +79,10 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
     let lease = lease_of(&task);
     let started_at = slot.clock.now();
     let (attempt, max_attempts) = (task.attempt, task.max_attempts);
+    let blocks = match cfg.on_group_failure() {
+        backstop_core::group::OnFailure::Block => task.group.clone(),
+        backstop_core::group::OnFailure::Skip => None,
+    };
     kind.metrics.attempts.increment(1);
     kind.metrics
         .start_delay
@@ -137,6 +141,7 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
         kind: cfg.name.clone(),
         error: completion.last_error.clone().unwrap_or_default(),
         reason: completion.reason.clone().unwrap_or_default(),
+        blocks,
     });
     Some(Finished {
         completion,

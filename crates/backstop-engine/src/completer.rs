@@ -55,6 +55,8 @@ pub(crate) struct DeadLetter {
     pub(crate) kind: String,
     pub(crate) error: String,
     pub(crate) reason: String,
+    /// The ordering group it holds (its kind blocks on failure), if any.
+    pub(crate) blocks: Option<String>,
 }
 
 /// The loop that writes outcomes and starts, with what it uses.
@@ -183,6 +185,9 @@ fn announce(alerts: &AlertHub, written: &[Finished], stale: &[LeaseRef]) {
             "dead letter: the task failed and waits for a person (retry or resolve)"
         );
         alerts.dead_letter(&d.kind, lease.id, &d.error, &d.reason);
+        if let Some(g) = &d.blocks {
+            alerts.group_blocked(&d.kind, g, lease.id, &d.error);
+        }
     }
 }
 
@@ -213,6 +218,7 @@ mod tests {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
@@ -226,6 +232,7 @@ mod tests {
                 now,
                 lease_until: add(now, Duration::from_secs(60)),
                 max_attempts: 3,
+                on_group_failure: Default::default(),
             })
             .await
             .unwrap();

@@ -178,6 +178,20 @@ impl AlertHub {
         });
     }
 
+    /// Raises `group.blocked`: the dead letter `task` holds its ordering group.
+    pub(crate) fn group_blocked(&self, kind: &str, group: &str, task: TaskId, error: &str) {
+        tracing::warn!(%task, kind, group, error,
+            "group blocked: its later tasks wait until this dead letter is retried or resolved");
+        self.raise(AlertEvent {
+            name: AlertName::GroupBlocked,
+            kind: Some(kind.to_string()),
+            task: Some(task),
+            detail: format!(
+                "group {group:?} waits behind task {task}, a dead letter ({error}): retry or resolve it"
+            ),
+        });
+    }
+
     /// The events raised since the last drain, oldest first.
     pub(crate) fn drain(&self) -> Vec<AlertEvent> {
         std::mem::take(&mut *self.inner.events.lock().expect("not poisoned"))

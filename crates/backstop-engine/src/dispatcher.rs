@@ -114,6 +114,7 @@ impl Dispatcher {
                     now,
                     lease_until: add(now, cfg.lease),
                     max_attempts: cfg.max_attempts,
+                    on_group_failure: cfg.on_group_failure(),
                 };
                 let store = slot.store.clone();
                 claiming = Some(tokio::spawn(async move { store.claim(p).await }));

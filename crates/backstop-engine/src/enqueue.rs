@@ -2,6 +2,7 @@
 
 use crate::context::{Context, Delivery};
 use backstop_core::clock::add;
+use backstop_core::group::{self, BadGroup};
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::validate::{self, InvalidInput};
 use backstop_core::{Intake, KindConfig, NewTask, StoreError, TaskId};
@@ -28,6 +29,9 @@ pub struct EnqueueRequest {
     pub max_attempts: Option<u32>,
     /// W3C trace context to carry to every attempt.
     pub traceparent: Option<String>,
+    /// The ordering group ([`backstop_core::group`]); wins over the group the kind's
+    /// `ordering` pointer reads from the payload.
+    pub group: Option<String>,
 }
 
 /// Why an enqueue was refused.
@@ -37,6 +41,9 @@ pub enum EnqueueError {
     UnknownKind(String, String),
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
+    /// The group given, or the one the kind's pointer reads, cannot be used.
+    #[error("group: {0}")]
+    Group(#[from] BadGroup),
     #[error("expires_at {expires_at} is not after run_at {run_at}: the task could never run")]
     ExpiresBeforeRun {
         run_at: Timestamp,
@@ -95,6 +102,13 @@ pub fn prepare(
     {
         return Err(EnqueueError::ExpiresBeforeRun { run_at, expires_at });
     }
+    let group = match r.group {
+        Some(g) => {
+            group::check(&g)?;
+            Some(g)
+        }
+        None => payload_group(kind, &r.payload)?,
+    };
     Ok(NewTask {
         id: TaskId::new(),
         kind: r.kind,
@@ -106,7 +120,40 @@ pub fn prepare(
         traceparent: r.traceparent,
         intake: Default::default(),
         origin: None,
+        group,
     })
+}
+
+/// The group the kind's `ordering` pointer reads from a payload; `None` for a kind that does
+/// not order by payload. The payload was checked to be JSON before.
+fn payload_group(kind: &KindConfig, payload: &[u8]) -> Result<Option<String>, BadGroup> {
+    let Some(pointer) = kind.ordering.as_ref().and_then(|o| o.group.as_deref()) else {
+        return Ok(None);
+    };
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or_default();
+    group::from_payload(&value, pointer).map(Some)
+}
+
+/// Gives the tasks of ordered kinds that arrive without a group (bridges, callbacks, ticks)
+/// the group their payload names; a task whose payload names none becomes a dead letter
+/// saying why, rather than running out of order.
+fn group_by_payload(ctx: &Context, tasks: &mut [NewTask]) {
+    for t in tasks.iter_mut() {
+        if t.group.is_some() || !matches!(t.intake, Intake::Run) {
+            continue;
+        }
+        let Some(k) = ctx.kinds.configs().get(&t.kind) else {
+            continue;
+        };
+        match payload_group(k, &t.payload) {
+            Ok(g) => t.group = g,
+            Err(e) => {
+                t.intake = Intake::Failed {
+                    reason: format!("group: {e}"),
+                }
+            }
+        }
+    }
 }
 
 /// Enqueues tasks in one transaction, waking what serves their kinds. Invalid requests fail
@@ -155,9 +202,10 @@ pub(crate) async fn enqueue_many(
 /// new ones: the one way into the ledger for every source.
 pub(crate) async fn enqueue_tasks(
     ctx: &Context,
-    tasks: Vec<NewTask>,
+    mut tasks: Vec<NewTask>,
     now: Timestamp,
 ) -> Result<Vec<EnqueueResult>, StoreError> {
+    group_by_payload(ctx, &mut tasks);
     let kinds: Vec<(String, bool)> = tasks
         .iter()
         .map(|t| (t.kind.clone(), matches!(t.intake, Intake::Run)))

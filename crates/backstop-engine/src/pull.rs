@@ -6,6 +6,7 @@ use crate::engine::Engine;
 use crate::lease_token::LeaseToken;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
+use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask, CompleteParams, Completion, HeartbeatParams};
 use backstop_core::store::{GetParams, TimelineParams};
 use backstop_core::{Outcome, RetryPolicy, Status, StoreError, Target};
@@ -193,6 +194,10 @@ impl Engine {
                     lease_until,
                     // Checked to be configured (check_lease_request).
                     max_attempts: configs.get(kind).map_or(8, |k| k.max_attempts),
+                    on_group_failure: configs
+                        .get(kind)
+                        .map(|k| k.on_group_failure())
+                        .unwrap_or_default(),
                 })
                 .await?;
             for task in claimed {
@@ -418,6 +423,14 @@ impl Engine {
                 );
                 let reason = d.reason.as_deref().unwrap_or("");
                 ctx.alerts.dead_letter(&task.kind, task.id, error, reason);
+                let blocks = ctx
+                    .kinds
+                    .configs()
+                    .get(&task.kind)
+                    .is_some_and(|k| k.on_group_failure() == OnFailure::Block);
+                if let (true, Some(g)) = (blocks, &task.group) {
+                    ctx.alerts.group_blocked(&task.kind, g, task.id, error);
+                }
             }
             _ => {}
         }

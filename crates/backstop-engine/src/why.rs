@@ -3,21 +3,26 @@
 
 use crate::reconciler::PassReport;
 use backstop_core::{AttemptOutcome, Event, EventType, KindConfig, Status, Task};
-use jiff::{Timestamp, Unit};
+use jiff::{SpanRound, Timestamp, Unit};
 
-/// A duration in words, rounded to the second ("2m 5s").
+/// A duration in words, rounded to the second, in hours at most ("3h 2m 5s").
 fn span(from: Timestamp, to: Timestamp) -> String {
     let d = (to - from).abs().round(Unit::Second).unwrap_or_default();
-    format!("{d:#}")
+    match d.round(SpanRound::new().largest(Unit::Hour)) {
+        Ok(s) => format!("{s:#}"),
+        Err(_) => format!("{d:#}"),
+    }
 }
 
-/// The explanation, one sentence per line.
+/// The explanation, one sentence per line. `group_head` is the first open task of `t`'s
+/// group ([`backstop_core::store::Tasks::group_head`]), for a task in a group.
 pub fn explain(
     t: &Task,
     timeline: &[Event],
     now: Timestamp,
     kind: Option<&KindConfig>,
     last_pass: Option<&PassReport>,
+    group_head: Option<&Task>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let attempts: Vec<&Event> = timeline
@@ -88,6 +93,10 @@ pub fn explain(
                 .unwrap_or_default()
         ));
     }
+    if t.parked {
+        parked(t, now, group_head, &mut out);
+        return out;
+    }
     match t.status {
         Status::Pending => pending(t, now, kind, last_pass, &mut out),
         Status::Running => {
@@ -116,6 +125,13 @@ pub fn explain(
                 "Nothing more happens until a person acts: `backstop dead retry {}` runs it again with a fresh attempt budget; `backstop dead resolve {} --reason ...` closes it as compensated.",
                 t.id, t.id
             ));
+            if let (Some(g), Some(h)) = (&t.group, group_head)
+                && h.id == t.id
+            {
+                out.push(format!(
+                    "It holds group {g:?}: the group's later tasks wait until it is retried and succeeds, or is resolved."
+                ));
+            }
         }
         Status::Compensated => out.push(format!(
             "It was compensated at {}: {}. Nothing more will happen unless someone retries it.",
@@ -124,6 +140,62 @@ pub fn explain(
         )),
     }
     out
+}
+
+/// A task parked in its group: what it waits for.
+fn parked(t: &Task, now: Timestamp, head: Option<&Task>, out: &mut Vec<String>) {
+    let group = t.group.as_deref().unwrap_or_default();
+    let Some(h) = head else {
+        out.push(format!(
+            "It waits in group {group:?}, whose earlier tasks have all ended: it is unparked by the next end in the group."
+        ));
+        return;
+    };
+    let what = match h.status {
+        Status::Failed => format!(
+            "failed {} ago: {}",
+            span(h.updated_at, now),
+            h.last_error
+                .as_deref()
+                .or(h.reason.as_deref())
+                .unwrap_or("no error recorded")
+        ),
+        Status::Running => format!(
+            "running attempt {} on {}",
+            h.attempts,
+            h.lease_owner.as_deref().unwrap_or("an unknown worker")
+        ),
+        Status::Pending if h.attempts > 0 => format!(
+            "pending its retry at {} after {} attempt(s)",
+            backstop_core::wire_time::format(h.run_at),
+            h.attempts
+        ),
+        _ => format!(
+            "{}, due at {}",
+            h.status,
+            backstop_core::wire_time::format(h.run_at)
+        ),
+    };
+    let verb = if h.status == Status::Failed {
+        "blocked by"
+    } else {
+        "waiting for"
+    };
+    out.push(format!(
+        "It is {verb} task {} ({}/{}, {what}): group {group:?} runs one task at a time, in order.",
+        h.id, h.kind, h.key
+    ));
+    out.push(format!(
+        "Once that task ends, the group's next task is due{}.",
+        if t.run_at > now {
+            format!(
+                ", this one no earlier than {}",
+                backstop_core::wire_time::format(t.run_at)
+            )
+        } else {
+            String::new()
+        }
+    ));
 }
 
 fn pending(
@@ -208,6 +280,9 @@ mod tests {
             reason: None,
             created_at: at(0),
             updated_at: at(10),
+            group: None,
+            group_seq: None,
+            parked: false,
         }
     }
 
@@ -217,11 +292,11 @@ mod tests {
             outcome: Some(AttemptOutcome::Retry),
             ..Event::new(EventType::Attempt, at(10))
         }];
-        let text = explain(&task(Status::Pending), &tl, at(40), None, None).join("\n");
+        let text = explain(&task(Status::Pending), &tl, at(40), None, None, None).join("\n");
         assert!(text.contains("is pending after 1 of 5 attempts"), "{text}");
         assert!(text.contains("1 retry"), "{text}");
         assert!(text.contains("HTTP 503"), "{text}");
-        assert!(text.contains("(in 60s)"), "{text}");
+        assert!(text.contains("(in 1m)"), "{text}");
         assert!(text.contains("4 attempts left"), "{text}");
     }
 
@@ -232,10 +307,10 @@ mod tests {
             Event::new(EventType::Suspended, at(20)),
             Event::new(EventType::CheckpointRejected, at(30)),
         ];
-        let text = explain(&task(Status::Pending), &tl, at(40), None, None).join("\n");
+        let text = explain(&task(Status::Pending), &tl, at(40), None, None, None).join("\n");
         assert!(text.contains("suspended 2 time(s)"), "{text}");
         assert!(text.contains("1 checkpoint(s) from workers"), "{text}");
-        let quiet = explain(&task(Status::Pending), &[], at(40), None, None).join("\n");
+        let quiet = explain(&task(Status::Pending), &[], at(40), None, None, None).join("\n");
         assert!(!quiet.contains("suspended"), "{quiet}");
     }
 
@@ -243,7 +318,7 @@ mod tests {
     fn a_dead_letter_says_what_a_person_can_do() {
         let mut t = task(Status::Failed);
         t.reason = Some("permanent error".into());
-        let text = explain(&t, &[], at(40), None, None).join("\n");
+        let text = explain(&t, &[], at(40), None, None, None).join("\n");
         assert!(text.contains("dead letter"), "{text}");
         assert!(text.contains("backstop dead retry"), "{text}");
     }
@@ -260,11 +335,54 @@ mod tests {
             }],
             ..Default::default()
         };
-        let text = explain(&task(Status::Pending), &[], at(400), None, Some(&report)).join("\n");
+        let text = explain(
+            &task(Status::Pending),
+            &[],
+            at(400),
+            None,
+            Some(&report),
+            None,
+        )
+        .join("\n");
         assert!(text.contains("due since"), "{text}");
         assert!(
             text.contains("no live backstop process dispatches this kind"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_parked_task_names_the_failed_task_that_blocks_its_group() {
+        let mut head = task(Status::Failed);
+        head.group = Some("order-1001".into());
+        head.last_error = Some("HTTP 400: no such order".into());
+        head.updated_at = at(0);
+        let mut t = task(Status::Pending);
+        t.group = Some("order-1001".into());
+        t.parked = true;
+        t.attempts = 0;
+        let text = explain(&t, &[], at(3 * 3600), None, None, Some(&head)).join("\n");
+        assert!(
+            text.contains(&format!(
+                "blocked by task {} (sms.send/order-1, failed 3h ago: HTTP 400: no such order)",
+                head.id
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("waits for a free slot"), "{text}");
+        let own = explain(&head, &[], at(3 * 3600), None, None, Some(&head)).join("\n");
+        assert!(own.contains("It holds group \"order-1001\""), "{own}");
+    }
+
+    #[test]
+    fn a_parked_task_behind_a_running_one_waits_for_it() {
+        let mut head = task(Status::Running);
+        head.lease_owner = Some("host-a".into());
+        let mut t = task(Status::Pending);
+        t.group = Some("g".into());
+        t.parked = true;
+        let text = explain(&t, &[], at(40), None, None, Some(&head)).join("\n");
+        assert!(text.contains("waiting for task"), "{text}");
+        assert!(text.contains("running attempt 1 on host-a"), "{text}");
     }
 }

@@ -221,6 +221,7 @@ async fn a_context_built_by_hand_has_nothing_to_checkpoint() {
         created_at: jiff::Timestamp::now(),
         checkpoint: None,
         started: true,
+        group: None,
     });
     assert!(matches!(
         ctx.checkpoint(&1).await,

@@ -70,6 +70,7 @@ async fn put(l: &Ledger, kind: &str, key: &str, run_in: i64, expires_in: Option<
         traceparent: None,
         intake: Default::default(),
         origin: None,
+        group: None,
     };
     let id = t.id;
     l.store
@@ -104,6 +105,7 @@ async fn expired_leases_are_rescued_once_naming_who_held_them() {
             now,
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 2,
+            on_group_failure: Default::default(),
         })
         .await
         .unwrap();

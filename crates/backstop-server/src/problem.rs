@@ -154,9 +154,9 @@ impl From<EnqueueError> for Problem {
             EnqueueError::Invalid(InvalidInput::PayloadTooLarge { .. }) => {
                 Problem::too_large(e.to_string())
             }
-            EnqueueError::Invalid(_) | EnqueueError::ExpiresBeforeRun { .. } => {
-                Problem::invalid(e.to_string())
-            }
+            EnqueueError::Invalid(_)
+            | EnqueueError::ExpiresBeforeRun { .. }
+            | EnqueueError::Group(_) => Problem::invalid(e.to_string()),
             EnqueueError::Conflict { existing, .. } => {
                 let mut p = Problem::new(StatusCode::CONFLICT, "conflict", e.to_string());
                 p.existing_id = Some(existing.to_string());

@@ -40,6 +40,16 @@ pub struct TaskView<'a> {
     pub lease_until: Option<Timestamp>,
     pub epoch: i64,
     pub traceparent: Option<&'a str>,
+    /// Its ordering group: the group's tasks run one at a time, in the order their enqueues
+    /// committed. Absent for a task without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<&'a str>,
+    /// Its place in its group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_seq: Option<i64>,
+    /// `true` while it waits behind an earlier open task of its group (still pending, not
+    /// due until that task ends; `run_at` applies from then).
+    pub parked: bool,
     /// The payload exactly as stored when it is JSON; otherwise a string of its bytes.
     #[schema(value_type = serde_json::Value)]
     pub payload: Box<RawValue>,
@@ -69,6 +79,9 @@ impl<'a> TaskView<'a> {
             lease_until: t.lease_until,
             epoch: t.epoch,
             traceparent: t.traceparent.as_deref(),
+            group: t.group.as_deref(),
+            group_seq: t.group_seq,
+            parked: t.parked,
             payload: payload_json(&t.payload),
             events,
         }

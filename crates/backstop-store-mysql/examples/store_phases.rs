@@ -22,6 +22,7 @@ fn new_task(key: String, now: Timestamp) -> NewTask {
         traceparent: None,
         intake: Default::default(),
         origin: None,
+        group: None,
     }
 }
 
@@ -68,6 +69,7 @@ async fn main() {
                 now,
                 lease_until: now + SignedDuration::from_secs(60),
                 max_attempts: 8,
+                on_group_failure: Default::default(),
             })
             .await
             .unwrap();

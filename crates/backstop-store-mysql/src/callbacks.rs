@@ -24,10 +24,11 @@ use sqlx::mysql::MySqlRow;
 
 const EXISTING: &str = "SELECT id, payload FROM {tasks} WHERE kind = ? AND `key` = ?";
 
-/// The task as its intake has it (`status`, `reason`, `last_error`), as enqueue writes it.
+/// The task as its intake has it (`status`, `reason`, `last_error`) and in its group, as
+/// enqueue writes it.
 const INSERT_TASK: &str = "INSERT INTO {tasks} (id, kind, `key`, payload, max_attempts, run_at, \
-                           expires_at, traceparent, status, reason, last_error, created_at, \
-                           updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                           expires_at, traceparent, status, reason, last_error, grp, \
+                           created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 const INSERT: &str = "INSERT INTO {callbacks} (id, source, received_at, verdict, reason, \
                       event_id, task_id, headers, body, body_len) \
@@ -96,6 +97,7 @@ async fn record_once(
                         .bind(status_code(t.intake.status()))
                         .bind(t.intake.reason())
                         .bind(t.intake.failed_reason())
+                        .bind(t.group.as_deref())
                         .bind(now)
                         .bind(now)
                         .execute(&mut *conn)

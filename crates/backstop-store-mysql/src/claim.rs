@@ -12,6 +12,7 @@ use crate::row::{col, from_ms, opt_time, parse_id, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, transaction};
 use backstop_core::StoreError;
+use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use sqlx::MySqlConnection;
 
@@ -19,7 +20,7 @@ use sqlx::MySqlConnection;
 /// (status 0 is pending).
 pub(crate) const PICK: &str = "
 SELECT seq, id, `key`, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
-       created_at, checkpoint
+       created_at, checkpoint, grp
 FROM {tasks}
 WHERE status = 0 AND kind = ? AND run_at <= ?
 ORDER BY run_at, seq
@@ -27,20 +28,21 @@ LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
 /// Leases the picked rows and starts their attempts: owner, lease end, now, now, owner, the
-/// kind's attempt budget (for tasks stored without one: max_attempts 0), then the `seq` list.
+/// kind's attempt budget (for tasks stored without one: max_attempts 0), whether the kind
+/// skips a failed task of a group (written on grouped rows only), then the `seq` list.
 const LEASE: &str = "
 UPDATE {tasks}
 SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
     lease_owner = ?, lease_until = ?, updated_at = ?, att_started_at = ?, att_worker = ?,
-    max_attempts = IF(max_attempts = 0, ?, max_attempts)
+    max_attempts = IF(max_attempts = 0, ?, max_attempts), grp_skip = grp IS NOT NULL AND ?
 WHERE seq IN ";
 
 /// Holds the picked rows: still pending, due again at the lease's end. Binds: owner, lease
-/// end, now, lease end, the kind's attempt budget, then the `seq` list.
+/// end, now, lease end, the kind's attempt budget, the group skip flag, then the `seq` list.
 const HOLD: &str = "
 UPDATE {tasks}
 SET epoch = epoch + 1, lease_owner = ?, lease_until = ?, updated_at = ?, run_at = ?,
-    max_attempts = IF(max_attempts = 0, ?, max_attempts)
+    max_attempts = IF(max_attempts = 0, ?, max_attempts), grp_skip = grp IS NOT NULL AND ?
 WHERE seq IN ";
 
 pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
@@ -56,6 +58,7 @@ async fn lease(
     p: &ClaimParams,
 ) -> Result<Vec<ClaimedTask>, Fail> {
     let now = to_ms(p.now);
+    let skip = p.on_group_failure == OnFailure::Skip;
     let rows = sqlx::query(db.tables.q(PICK))
         .bind(p.kind.as_str())
         .bind(now)
@@ -85,6 +88,7 @@ async fn lease(
             created_at: from_ms(col(r, "created_at")?),
             checkpoint: col(r, "checkpoint")?,
             started: claimed.len() < p.start,
+            group: crate::row::opt_text(r, "grp")?,
         });
     }
     let started = p.start.min(seqs.len());
@@ -96,7 +100,8 @@ async fn lease(
             .bind(now)
             .bind(now)
             .bind(p.owner.as_str())
-            .bind(i64::from(p.max_attempts));
+            .bind(i64::from(p.max_attempts))
+            .bind(skip);
         for seq in list {
             q = q.bind(seq);
         }
@@ -109,7 +114,8 @@ async fn lease(
             .bind(to_ms(p.lease_until))
             .bind(now)
             .bind(to_ms(p.lease_until))
-            .bind(i64::from(p.max_attempts));
+            .bind(i64::from(p.max_attempts))
+            .bind(skip);
         for seq in list {
             q = q.bind(seq);
         }

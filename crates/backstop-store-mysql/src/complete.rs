@@ -6,8 +6,10 @@
 //! one order), one multi-row `UPDATE` of those rows (each column a `CASE` over the row's
 //! `seq`), and the timeline rows — the attempts that are retried (the next attempt reuses the
 //! row's attempt columns) and the stale completions, which are rejected and reported back.
+//! Tasks of an ordering group that end add two or three more (see `groups`); others none.
 
 use crate::Db;
+use crate::groups::{Ending, GroupLocks, Member, member};
 use crate::row::{col, id_bytes, parse_id, status_code, to_ms};
 use crate::shapes::{chunks, padded, repeat};
 use crate::start;
@@ -28,7 +30,9 @@ const LIST: usize = 64;
 /// `status = 1` in the predicate the optimizer sometimes walked the `leased` index instead,
 /// locking (for a moment each) every running row: concurrent completions deadlocked about ten
 /// times per run of the concurrency suite and one ran out of tries under load in CI.
-pub(crate) const HELD: &str = "SELECT seq, id, epoch, attempts, status FROM {tasks} WHERE id IN (";
+/// The row's group comes along, for the promotion within it (see `groups`).
+pub(crate) const HELD: &str =
+    "SELECT seq, id, epoch, attempts, status, kind, grp, grp_skip FROM {tasks} WHERE id IN (";
 
 /// The columns a completion sets, each from its own `CASE seq WHEN ? THEN ? … END`.
 const CASE_COLUMNS: [&str; 10] = [
@@ -67,8 +71,10 @@ pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResu
     let now = to_ms(p.now);
     // The starts lock their rows after the completions' (a deadlock with a heartbeat that
     // locks both at once is detected at once by InnoDB, and `Retry::Locks` runs it again).
+    let mut groups = GroupLocks::default();
     let (stale, not_started) = transaction!(db, Retry::Locks, |conn| {
-        let stale = apply_all(db, conn, &p.completions, now).await?;
+        groups.begin(db, conn).await?;
+        let stale = apply_all(db, conn, &p.completions, now, &mut groups).await?;
         let not_started = match starts {
             Some(s) => start::start_all(db, conn, s).await?,
             None => Vec::new(),
@@ -88,27 +94,48 @@ struct Held<'a> {
     c: &'a Completion,
 }
 
+/// A locked row whose lease still holds: its `seq`, attempts and group.
+struct Locked {
+    seq: i64,
+    attempts: i64,
+    group: Option<Member>,
+}
+
 /// Applies the completions in order; returns the stale ones. A lease completed twice in one
 /// batch is applied once: the second completion is stale, as it would be in a later batch.
+/// The groups of the tasks that end are locked before their rows change, and promoted once
+/// all have changed (see `groups`).
 async fn apply_all(
     db: &Db,
     conn: &mut MySqlConnection,
     completions: &[Completion],
     now: i64,
+    groups: &mut GroupLocks,
 ) -> Result<Vec<LeaseRef>, Fail> {
     let mut done = HashSet::new();
     let mut stale = Vec::new();
+    let mut ended = Ending::default();
     for chunk in completions.chunks(LIST) {
-        let locked = lock_held(db, conn, chunk).await?;
+        let mut locked = lock_held(db, conn, chunk).await?;
         let mut held = Vec::with_capacity(chunk.len());
         let mut lost = Vec::new();
+        let mut ending = Ending::default();
         for c in chunk {
-            match locked.get(&c.lease) {
-                Some(&(seq, attempts)) if done.insert(c.lease) => {
-                    held.push(Held { seq, attempts, c })
+            match locked.remove(&c.lease) {
+                Some(l) if done.insert(c.lease) => {
+                    ending.note(l.group.as_ref(), c.status);
+                    held.push(Held {
+                        seq: l.seq,
+                        attempts: l.attempts,
+                        c,
+                    })
                 }
                 _ => lost.push(c),
             }
+        }
+        if !ending.is_empty() {
+            groups.take(db, conn, &ending).await?;
+            ended.extend(ending);
         }
         update(db, conn, &held, now).await?;
         let retried: Vec<&Held> = held
@@ -119,15 +146,18 @@ async fn apply_all(
         record_stale(db, conn, &lost, now).await?;
         stale.extend(lost.iter().map(|c| c.lease));
     }
+    if !ended.is_empty() {
+        ended.promote(db, conn).await?;
+    }
     Ok(stale)
 }
 
-/// The chunk's leases still held, each with its row and attempt count; locked.
+/// The chunk's leases still held, each with its row, attempt count and group; locked.
 async fn lock_held(
     db: &Db,
     conn: &mut MySqlConnection,
     chunk: &[Completion],
-) -> Result<HashMap<LeaseRef, (i64, i64)>, Fail> {
+) -> Result<HashMap<LeaseRef, Locked>, Fail> {
     let n = padded(chunk.len());
     let sql = format!("{HELD}{}) FOR UPDATE", repeat("?", ", ", n));
     let mut q = sqlx::query(db.tables.q(&sql));
@@ -146,7 +176,12 @@ async fn lock_held(
         };
         // A lease of another epoch is not held: the row was rescued and claimed again.
         if chunk.iter().any(|c| c.lease == lease) {
-            held.insert(lease, (col(&r, "seq")?, col(&r, "attempts")?));
+            let locked = Locked {
+                seq: col(&r, "seq")?,
+                attempts: col(&r, "attempts")?,
+                group: member(&r)?,
+            };
+            held.insert(lease, locked);
         }
     }
     Ok(held)

@@ -3,6 +3,7 @@
 //! `rescue`; the rows are already locked by the caller's transaction.
 
 use crate::Db;
+use crate::groups::{Member, member};
 use crate::row::{col, status_code};
 use crate::shapes::{chunks, padded_lists, repeat};
 use backstop_core::Status;
@@ -16,10 +17,13 @@ pub(crate) struct Held {
     pub(crate) attempts: i64,
     pub(crate) lease_owner: Option<String>,
     pub(crate) started_at: Option<i64>,
+    /// Its ordering group, if it has one: promoted if the task ends.
+    pub(crate) group: Option<Member>,
 }
 
 /// The columns [`Held::read`] needs.
-pub(crate) const HELD_COLUMNS: &str = "seq, id, attempts, lease_owner, att_started_at";
+pub(crate) const HELD_COLUMNS: &str =
+    "seq, id, attempts, lease_owner, att_started_at, kind, grp, grp_skip";
 
 impl Held {
     pub(crate) fn read(r: &MySqlRow) -> Result<Self, backstop_core::StoreError> {
@@ -29,6 +33,7 @@ impl Held {
             attempts: col(r, "attempts")?,
             lease_owner: col(r, "lease_owner")?,
             started_at: col(r, "att_started_at")?,
+            group: member(r)?,
         })
     }
 }
@@ -81,9 +86,11 @@ pub(crate) struct Move<'a> {
     pub(crate) now: i64,
 }
 
+/// A parked task that ends (expires) is parked no more: its own `run_at` comes back.
 const MOVE: &str = "
 UPDATE {tasks}
-SET status = ?, run_at = COALESCE(?, run_at), reason = COALESCE(?, reason),
+SET status = ?, run_at = COALESCE(?, parked_run_at, run_at), parked_run_at = NULL,
+    reason = COALESCE(?, reason),
     last_error = COALESCE(?, last_error), lease_owner = NULL, lease_until = NULL,
     updated_at = ?, att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL,
     att_error = NULL, att_http_status = NULL, att_worker = NULL

@@ -37,11 +37,13 @@ const SHAPES: &[usize] = &[128, 32, 8, 2, 1];
 const MAX_STATEMENT_BYTES: usize = 4 << 20;
 
 /// A task with a reason is a dead letter from the start (`Intake::Failed`): `failed`, with the
-/// reason as its last error too.
+/// reason as its last error too. A grouped task (`grp`) takes its place in its group, and is
+/// parked when it has to wait, in the table's insert trigger (see `groups`), as an outbox row
+/// does.
 const INSERT: &str = "INSERT INTO {tasks} (id, kind, `key`, payload, max_attempts, run_at, \
-                      expires_at, traceparent, status, reason, last_error, origin, created_at, \
-                      updated_at) VALUES ";
-const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                      expires_at, traceparent, status, reason, last_error, origin, grp, \
+                      created_at, updated_at) VALUES ";
+const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// One `redelivered` event: a repeat with an origin (a broker's redelivery).
 const REDELIVERED: &str = "INSERT INTO {events} (task_id, type, at, origin) VALUES ";
@@ -153,6 +155,8 @@ async fn insert_all_new(
         Err(Fail::Sql(e)) if worth_another_try(&e, Retry::LocksAndDuplicates) => Ok(None),
         Err(Fail::Sql(e)) => Err(db_err(e)),
         Err(Fail::Store(e)) => Err(e),
+        // Not met here: an insert locks groups in its trigger.
+        Err(Fail::Relock(_)) => Ok(None),
     }
 }
 
@@ -243,7 +247,8 @@ async fn existing<'a>(
 
 /// Inserts the new tasks, many rows per statement.
 async fn insert(db: &Db, conn: &mut MySqlConnection, new: &[Row<'_>]) -> Result<(), Fail> {
-    for group in by_size(new) {
+    let new = in_lock_order(new);
+    for group in by_size(&new) {
         for chunk in chunks(group, SHAPES) {
             let sql = format!("{INSERT}{}", repeat(ROW, ", ", chunk.len()));
             let mut q = sqlx::query(db.tables.q(&sql));
@@ -265,6 +270,7 @@ async fn insert(db: &Db, conn: &mut MySqlConnection, new: &[Row<'_>]) -> Result<
                     .bind(t.intake.reason())
                     .bind(t.intake.failed_reason())
                     .bind(t.origin.as_deref())
+                    .bind(t.group.as_deref())
                     .bind(created_at)
                     .bind(created_at);
             }
@@ -272,6 +278,25 @@ async fn insert(db: &Db, conn: &mut MySqlConnection, new: &[Row<'_>]) -> Result<
         }
     }
     Ok(())
+}
+
+/// The rows in the order their inserts lock ordering groups (the insert trigger locks each
+/// grouped row's group until the commit): a batch that names two groups or more has them
+/// sorted by (kind, group), ungrouped rows first, so that concurrent batches take the groups
+/// in one order and never wait for each other crosswise. The sort is stable: a group's rows
+/// keep their batch order, which is the group's order. Any other batch as it is.
+fn in_lock_order<'a, 'b>(rows: &'b [Row<'a>]) -> Cow<'b, [Row<'a>]> {
+    let group = |r: &Row<'a>| Some((r.task.kind.as_str(), r.task.group.as_deref()?));
+    let mut groups = rows.iter().filter_map(group);
+    let Some(first) = groups.next() else {
+        return Cow::Borrowed(rows);
+    };
+    if groups.all(|g| g == first) {
+        return Cow::Borrowed(rows);
+    }
+    let mut sorted = rows.to_vec();
+    sorted.sort_by(|a, b| group(a).cmp(&group(b)));
+    Cow::Owned(sorted)
 }
 
 /// Consecutive runs of tasks whose payloads together stay within [`MAX_STATEMENT_BYTES`]
@@ -310,6 +335,7 @@ mod tests {
             traceparent: None,
             intake: Default::default(),
             origin: None,
+            group: None,
         };
         let tasks: Vec<NewTask> = vec![big(3 << 20), big(3 << 20), big(10), big(9 << 20)];
         let rows: Vec<Row<'_>> = tasks
@@ -324,5 +350,46 @@ mod tests {
             groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
             vec![1, 2, 1]
         );
+    }
+
+    #[test]
+    fn rows_of_several_groups_are_inserted_in_group_order() {
+        let t = |key: &str, group: Option<&str>| NewTask {
+            id: TaskId::new(),
+            kind: "k".into(),
+            key: key.into(),
+            payload: b"{}".to_vec(),
+            max_attempts: 1,
+            run_at: jiff::Timestamp::UNIX_EPOCH,
+            expires_at: None,
+            traceparent: None,
+            intake: Default::default(),
+            origin: None,
+            group: group.map(String::from),
+        };
+        let rows_of = |tasks: &[NewTask]| -> Vec<String> {
+            let rows: Vec<Row<'_>> = tasks
+                .iter()
+                .map(|task| Row {
+                    task,
+                    created_at: 0,
+                })
+                .collect();
+            in_lock_order(&rows)
+                .iter()
+                .map(|r| r.task.key.clone())
+                .collect()
+        };
+        let mixed = [
+            t("b1", Some("B")),
+            t("u1", None),
+            t("a1", Some("A")),
+            t("b2", Some("B")),
+            t("u2", None),
+            t("a2", Some("A")),
+        ];
+        assert_eq!(rows_of(&mixed), ["u1", "u2", "a1", "a2", "b1", "b2"]);
+        let one_group = [t("b1", Some("B")), t("u1", None), t("b2", Some("B"))];
+        assert_eq!(rows_of(&one_group), ["b1", "u1", "b2"], "as it is");
     }
 }

@@ -2,6 +2,7 @@
 //! `complete.rs`): heartbeats extend them, release gives them back at shutdown.
 
 use crate::ended::{HELD_COLUMNS, Held, Move, move_rows, record_attempts};
+use crate::groups::{Ending, GroupLocks};
 use crate::row::{col, id_bytes, parse_id, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, db_err, transaction};
@@ -116,8 +117,10 @@ async fn release(db: &Db, p: &ReleaseParams) -> Result<u64, StoreError> {
         return Ok(0);
     }
     let now = to_ms(p.now);
+    let mut groups = GroupLocks::default();
     transaction!(db, Retry::Locks, |conn| {
-        release_held(db, conn, p, now).await
+        groups.begin(db, conn).await?;
+        release_held(db, conn, p, now, &mut groups).await
     })
 }
 
@@ -128,6 +131,7 @@ async fn release_held(
     conn: &mut MySqlConnection,
     p: &ReleaseParams,
     now: i64,
+    groups: &mut GroupLocks,
 ) -> Result<u64, Fail> {
     let mut released = 0;
     for list in padded_lists(&p.leases) {
@@ -160,6 +164,22 @@ async fn release_held(
         return Ok(released);
     }
     let (held, maxes): (Vec<Held>, Vec<i64>) = rows.into_iter().unzip();
+    let mut fates = Vec::with_capacity(held.len());
+    let mut ending = Ending::default();
+    for (h, max) in held.iter().zip(&maxes) {
+        let status = transition(
+            Status::Running,
+            Transition::Release {
+                attempts_left: h.attempts < *max,
+            },
+        )
+        .map_err(|e| StoreError::Database(Cause::new(e)))?;
+        ending.note(h.group.as_ref(), status);
+        fates.push(status);
+    }
+    if !ending.is_empty() {
+        groups.take(db, conn, &ending).await?;
+    }
     record_attempts(
         db,
         conn,
@@ -169,14 +189,7 @@ async fn release_held(
         "released at shutdown by ",
     )
     .await?;
-    for (h, max) in held.iter().zip(&maxes) {
-        let status = transition(
-            Status::Running,
-            Transition::Release {
-                attempts_left: h.attempts < *max,
-            },
-        )
-        .map_err(|e| StoreError::Database(Cause::new(e)))?;
+    for ((h, max), status) in held.iter().zip(&maxes).zip(fates) {
         let reason = (status == Status::Failed).then(|| {
             format!(
                 "attempts exhausted ({} of {max}); the last attempt was interrupted at shutdown",
@@ -191,6 +204,9 @@ async fn release_held(
             now,
         };
         move_rows(db, conn, &[h.seq], &m).await?;
+    }
+    if !ending.is_empty() {
+        ending.promote(db, conn).await?;
     }
     Ok(released + held.len() as u64)
 }

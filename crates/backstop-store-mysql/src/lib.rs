@@ -16,7 +16,8 @@
 //! ([`Rescue`]), `manual` ([`ManualActions`]), `cluster` ([`Cluster`]), `backlog`
 //! ([`Backlog`]), `retention` ([`Retention`]), `statement_runs` ([`Statements`]), `entities`
 //! ([`Entities`]), `callbacks` ([`Callbacks`]), `schedules` ([`Schedules`]), and
-//! [`WorkWatch`] (none: polling alone) below.
+//! [`WorkWatch`] (none: polling alone) below; `groups` promotes within ordering groups for
+//! every path that ends tasks.
 
 #![warn(missing_docs)]
 
@@ -30,6 +31,7 @@ mod connect;
 mod ended;
 mod enqueue;
 mod entities;
+mod groups;
 mod lease;
 mod manual;
 mod migrate;

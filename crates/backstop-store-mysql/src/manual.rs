@@ -6,6 +6,7 @@
 
 use crate::Db;
 use crate::MysqlStore;
+use crate::groups::{Ending, GroupLocks, member};
 use crate::row::{TASK_COLUMNS, col, id_bytes, parse_status, status_code, task, to_ms};
 use crate::tx::{Fail, Retry, transaction};
 use backstop_core::manual::{CANCEL, ManualAction as Action, REDRIVE, RESOLVE, RETRY};
@@ -59,17 +60,21 @@ SELECT id, 'attempt', att_ended_at, attempts, att_outcome, att_error, att_http_s
        att_ended_at - att_started_at, att_worker
 FROM {tasks} WHERE id = ? AND att_outcome IS NOT NULL";
 
-/// Binds: status, now, now, max attempts, id.
+/// Binds: status, now, now, max attempts, id. A task run again is never parked: it runs at
+/// once, and its group does not wait for it.
 const RENEW: &str = "
-UPDATE {tasks} SET status = ?, run_at = ?, updated_at = ?, max_attempts = ?, reason = NULL,
+UPDATE {tasks} SET status = ?, run_at = ?, parked_run_at = NULL, updated_at = ?,
+    max_attempts = ?, reason = NULL,
     lease_owner = NULL, lease_until = NULL,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
     att_http_status = NULL, att_worker = NULL
 WHERE id = ?";
 
 async fn apply(db: &Db, p: &ManualParams, action: &Action) -> Result<Task, StoreError> {
+    let mut groups = GroupLocks::default();
     transaction!(db, Retry::Locks, |conn| {
-        apply_locked(db, conn, p, action).await
+        groups.begin(db, conn).await?;
+        apply_locked(db, conn, p, action, &mut groups).await
     })
 }
 
@@ -79,13 +84,15 @@ async fn apply_locked(
     conn: &mut MySqlConnection,
     p: &ManualParams,
     action: &Action,
+    groups: &mut GroupLocks,
 ) -> Result<Task, Fail> {
     let t = &db.tables;
     let now = to_ms(p.now);
     let id = id_bytes(&p.id);
-    let row = sqlx::query(
-        t.q("SELECT status, max_attempts, attempts FROM {tasks} WHERE id = ? FOR UPDATE"),
-    )
+    let row = sqlx::query(t.q(
+        "SELECT status, max_attempts, attempts, kind, grp, grp_skip FROM {tasks} WHERE id = ? \
+         FOR UPDATE",
+    ))
     .bind(id)
     .fetch_optional(&mut *conn)
     .await?
@@ -101,6 +108,13 @@ async fn apply_locked(
         Transition::Cancel => Some(p.reason.clone().unwrap_or_else(|| "canceled".into())),
         _ => p.reason.clone(),
     };
+    // A resolve or cancel ends the task for its group: the group is locked before the row
+    // changes and promoted after (see `groups`).
+    let mut ending = Ending::default();
+    ending.note(member(&row)?.as_ref(), to);
+    if !ending.is_empty() {
+        groups.take(db, conn, &ending).await?;
+    }
     if action.runs_again() {
         sqlx::query(t.q(RECORD_LAST_ATTEMPT))
             .bind(id)
@@ -132,10 +146,12 @@ async fn apply_locked(
             .execute(&mut *conn)
             .await?;
     } else {
-        // A canceled task may have been held: its lease goes with it.
+        // A canceled task may have been held: its lease goes with it. One that was parked is
+        // parked no more.
         sqlx::query(
             t.q("UPDATE {tasks} SET status = ?, reason = ?, updated_at = ?,
-                            lease_owner = NULL, lease_until = NULL WHERE id = ?"),
+                lease_owner = NULL, lease_until = NULL,
+                run_at = COALESCE(parked_run_at, run_at), parked_run_at = NULL WHERE id = ?"),
         )
         .bind(status_code(to))
         .bind(reason.as_deref())
@@ -143,6 +159,9 @@ async fn apply_locked(
         .bind(id)
         .execute(&mut *conn)
         .await?;
+    }
+    if !ending.is_empty() {
+        ending.promote(db, conn).await?;
     }
     let sql = format!("SELECT {TASK_COLUMNS} FROM {{tasks}} WHERE id = ?");
     let row = sqlx::query(t.q(&sql))

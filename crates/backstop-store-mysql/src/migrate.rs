@@ -60,6 +60,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "checkpoints",
         include_str!("../migrations/0010_checkpoints.sql"),
     ),
+    (11, "groups", include_str!("../migrations/0011_groups.sql")),
 ];
 
 /// ER_DUP_FIELDNAME: the column an `ADD COLUMN` adds is there already.
@@ -159,9 +160,30 @@ async fn apply(db: &Db, conn: &mut MySqlConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The statements of a migration file: split at each `;` that ends a line.
+/// The statements of a migration file: each ends at a `;` that ends a line, except inside a
+/// trigger's body, which runs from a line `BEGIN` to a line `END;` (its own statements end
+/// in `;` too, and the server takes the whole `CREATE TRIGGER` as one statement).
 fn statements(sql: &str) -> impl Iterator<Item = &str> {
-    sql.split(";\n").map(str::trim).filter(|s| {
+    let mut parts = Vec::new();
+    let (mut start, mut at, mut in_body) = (0, 0, false);
+    for line in sql.split_inclusive('\n') {
+        let text = line.trim_end_matches('\n');
+        in_body |= text.trim() == "BEGIN";
+        let ends = if in_body {
+            text.trim() == "END;"
+        } else {
+            text.ends_with(';')
+        };
+        if ends {
+            // Up to the `;`, which the server does not want.
+            parts.push(&sql[start..at + text.len() - 1]);
+            start = at + line.len();
+            in_body = false;
+        }
+        at += line.len();
+    }
+    parts.push(&sql[start..]);
+    parts.into_iter().map(str::trim).filter(|s| {
         s.lines()
             .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
     })
@@ -190,12 +212,29 @@ mod tests {
         for (version, _, sql) in MIGRATIONS {
             let parts: Vec<&str> = statements(sql).collect();
             assert!(!parts.is_empty(), "migration {version}");
-            for p in parts {
+            // Each statement without its comment lines.
+            let code: Vec<String> = parts
+                .iter()
+                .map(|p| {
+                    let lines = p.lines().filter(|l| !l.trim_start().starts_with("--"));
+                    lines.collect::<Vec<_>>().join("\n")
+                })
+                .collect();
+            for (i, p) in code.iter().enumerate() {
+                if p.starts_with("CREATE TRIGGER") {
+                    // Repeatable: the statement before drops the trigger if it is there.
+                    let name = p.split_whitespace().skip_while(|w| *w != "TRIGGER").nth(1);
+                    let drop = format!("DROP TRIGGER IF EXISTS {}", name.unwrap());
+                    assert!(i > 0 && code[i - 1] == drop, "not repeatable: {p}");
+                    assert!(p.ends_with("END"), "a whole trigger: {p}");
+                    continue;
+                }
                 assert!(!p.contains(';'), "a ';' inside a statement: {p}");
                 // MODIFY COLUMN restates a column whole: the same again changes nothing. An
                 // ADD COLUMN of one column fails with 1060 when run again, taken as done.
                 assert!(
                     p.contains("IF NOT EXISTS")
+                        || p.starts_with("DROP TRIGGER IF EXISTS")
                         || p.contains("MODIFY COLUMN")
                         || p.matches("ADD COLUMN").count() == 1,
                     "not repeatable: {p}"
@@ -203,5 +242,12 @@ mod tests {
             }
         }
         assert_eq!(statements(MIGRATIONS[0].2).count(), 2);
+        assert_eq!(statements(MIGRATIONS[10].2).count(), 8);
+    }
+
+    #[test]
+    fn the_trigger_parks_at_the_parked_instant() {
+        let ms = backstop_core::group::PARKED_RUN_AT.as_millisecond();
+        assert!(MIGRATIONS[10].2.contains(&format!("NEW.run_at = {ms};")));
     }
 }

@@ -61,6 +61,7 @@ async fn per_task_statements_use_their_indexes() {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         store
@@ -76,6 +77,7 @@ async fn per_task_statements_use_their_indexes() {
                 now: t0 + SignedDuration::from_secs(500),
                 lease_until: t0 + SignedDuration::from_secs(900),
                 max_attempts: 3,
+                on_group_failure: Default::default(),
             })
             .await
             .unwrap();

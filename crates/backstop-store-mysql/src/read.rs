@@ -8,7 +8,7 @@ use crate::MysqlStore;
 use crate::row::{TASK_COLUMNS, col, from_ms, id_bytes, parse_status, status_code, task};
 use crate::tx::db_err;
 use backstop_core::store::{
-    BoxFuture, CountsParams, GetByKeyParams, GetParams, Tasks, TimelineParams,
+    BoxFuture, CountsParams, GetByKeyParams, GetParams, GroupHeadParams, Tasks, TimelineParams,
 };
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
@@ -43,6 +43,10 @@ impl Tasks for MysqlStore {
 
     fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
         Box::pin(async move { counts(&self.db, p.kind.as_deref()).await })
+    }
+
+    fn group_head(&self, p: GroupHeadParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(async move { crate::groups::head(&self.db, &p).await })
     }
 }
 
@@ -130,6 +134,9 @@ pub(crate) async fn list(db: &Db, p: &ListParams) -> Result<Vec<Task>, StoreErro
     }
     if let Some(status) = p.status {
         qb.push(" AND status = ").push_bind(status_code(status));
+    }
+    if let Some(group) = &p.group {
+        qb.push(" AND grp = ").push_bind(group.as_str());
     }
     if let Some(before) = p.before {
         qb.push(

@@ -1,9 +1,11 @@
 //! The reconciler's writes (the [`Rescue`] impl): rescue of expired leases (a worker crashed) and expiry of pending
 //! tasks past their business deadline. Rows are picked with `FOR UPDATE SKIP LOCKED`, so
 //! several reconcilers, and claims or completions in flight, never wait for one another;
-//! each status change is decided by `backstop_core::transition` per row.
+//! each status change is decided by `backstop_core::transition` per row. A task of an ordering
+//! group that ends here lets its group go on (see `groups`).
 
 use crate::ended::{HELD_COLUMNS, Held, Move, move_rows, record_attempts};
+use crate::groups::{Ending, GroupLocks, member};
 use crate::row::{col, parse_id, text, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::{Fail, Retry, transaction};
@@ -15,14 +17,15 @@ use sqlx::MySqlConnection;
 
 /// Running tasks whose lease expired, oldest lease first, through the `leased` index.
 pub(crate) const RESCUE_PICK: &str = "
-SELECT {held}, kind, max_attempts FROM {tasks}
+SELECT {held}, max_attempts FROM {tasks}
 WHERE status = 1 AND lease_until < ?
 ORDER BY lease_until LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
-/// Pending tasks past their deadline, earliest first, through the `expiring` index.
+/// Pending tasks past their deadline, earliest first, through the `expiring` index; with their
+/// groups, which they leave.
 pub(crate) const EXPIRE_PICK: &str = "
-SELECT seq FROM {tasks}
+SELECT seq, kind, grp, grp_skip FROM {tasks}
 WHERE status = 0 AND expires_at <= ?
 ORDER BY expires_at LIMIT ?
 FOR UPDATE SKIP LOCKED";
@@ -47,8 +50,10 @@ async fn rescue(db: &Db, p: &RescueParams) -> Result<Vec<Rescued>, StoreError> {
         return Ok(Vec::new());
     }
     let now = to_ms(p.now);
+    let mut groups = GroupLocks::default();
     transaction!(db, Retry::Locks, |conn| {
-        rescue_locked(db, conn, p, now).await
+        groups.begin(db, conn).await?;
+        rescue_locked(db, conn, p, now, &mut groups).await
     })
 }
 
@@ -58,6 +63,7 @@ async fn rescue_locked(
     conn: &mut MySqlConnection,
     p: &RescueParams,
     now: i64,
+    groups: &mut GroupLocks,
 ) -> Result<Vec<Rescued>, Fail> {
     let sql = RESCUE_PICK.replace("{held}", HELD_COLUMNS);
     let rows = sqlx::query(db.tables.q(&sql))
@@ -71,6 +77,7 @@ async fn rescue_locked(
     let mut held = Vec::with_capacity(rows.len());
     let mut fates = Vec::with_capacity(rows.len());
     let mut rescued = Vec::with_capacity(rows.len());
+    let mut ending = Ending::default();
     for r in &rows {
         let h = Held::read(r)?;
         let max: i64 = col(r, "max_attempts")?;
@@ -87,8 +94,12 @@ async fn rescue_locked(
             status,
             lease_owner: h.lease_owner.clone(),
         });
+        ending.note(h.group.as_ref(), status);
         held.push(h);
         fates.push((max, status));
+    }
+    if !ending.is_empty() {
+        groups.take(db, conn, &ending).await?;
     }
     record_attempts(
         db,
@@ -131,6 +142,9 @@ async fn rescue_locked(
         };
         move_rows(db, conn, &[h.seq], &failed).await?;
     }
+    if !ending.is_empty() {
+        ending.promote(db, conn).await?;
+    }
     Ok(rescued)
 }
 
@@ -142,8 +156,10 @@ async fn expire(db: &Db, p: &ExpireParams) -> Result<u64, StoreError> {
     let now = to_ms(p.now);
     let compensated = transition(Status::Pending, Transition::Expire)
         .map_err(|e| StoreError::Database(Cause::new(e)))?;
+    let mut groups = GroupLocks::default();
     transaction!(db, Retry::Locks, |conn| {
-        expire_locked(db, conn, p, now, compensated).await
+        groups.begin(db, conn).await?;
+        expire_locked(db, conn, p, now, compensated, &mut groups).await
     })
 }
 
@@ -154,6 +170,7 @@ async fn expire_locked(
     p: &ExpireParams,
     now: i64,
     compensated: Status,
+    groups: &mut GroupLocks,
 ) -> Result<u64, Fail> {
     let rows = sqlx::query(db.tables.q(EXPIRE_PICK))
         .bind(now)
@@ -163,10 +180,15 @@ async fn expire_locked(
     if rows.is_empty() {
         return Ok(0);
     }
-    let seqs = rows
-        .iter()
-        .map(|r| col::<i64, _>(r, "seq"))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut seqs = Vec::with_capacity(rows.len());
+    let mut ending = Ending::default();
+    for r in &rows {
+        seqs.push(col::<i64, _>(r, "seq")?);
+        ending.note(member(r)?.as_ref(), compensated);
+    }
+    if !ending.is_empty() {
+        groups.take(db, conn, &ending).await?;
+    }
     // The rows are locked above, so this read sees them as they are.
     for list in padded_lists(&seqs) {
         let sql = format!("{RECORD_EXPIRED}({})", repeat("?", ", ", list.len()));
@@ -184,5 +206,8 @@ async fn expire_locked(
         now,
     };
     move_rows(db, conn, &seqs, &to).await?;
+    if !ending.is_empty() {
+        ending.promote(db, conn).await?;
+    }
     Ok(seqs.len() as u64)
 }

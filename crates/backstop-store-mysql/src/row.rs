@@ -63,15 +63,28 @@ where
         .map_err(|e| StoreError::Database(format!("column {i:?} is not UTF-8: {e}").into()))
 }
 
+/// An optional `VARBINARY` text column (`grp`).
+pub(crate) fn opt_text(r: &MySqlRow, name: &str) -> Result<Option<String>, StoreError> {
+    col::<Option<Vec<u8>>, _>(r, name)?
+        .map(|b| {
+            String::from_utf8(b).map_err(|e| {
+                StoreError::Database(format!("column {name:?} is not UTF-8: {e}").into())
+            })
+        })
+        .transpose()
+}
+
 /// An optional time column.
 pub(crate) fn opt_time(r: &MySqlRow, name: &str) -> Result<Option<Timestamp>, StoreError> {
     Ok(col::<Option<i64>, _>(r, name)?.map(from_ms))
 }
 
-/// The columns [`task`] reads.
+/// The columns [`task`] reads. A parked task's `run_at` is its own, kept aside while the row's
+/// holds the parked instant.
 pub(crate) const TASK_COLUMNS: &str = "id, kind, `key`, payload, status, attempts, max_attempts, \
-     run_at, expires_at, lease_owner, lease_until, epoch, traceparent, last_error, reason, \
-     created_at, updated_at";
+     COALESCE(parked_run_at, run_at) AS run_at, expires_at, lease_owner, lease_until, epoch, \
+     traceparent, last_error, reason, created_at, updated_at, grp, grp_seq, \
+     parked_run_at IS NOT NULL AS parked";
 
 pub(crate) fn task(r: &MySqlRow) -> Result<Task, StoreError> {
     Ok(Task {
@@ -92,5 +105,8 @@ pub(crate) fn task(r: &MySqlRow) -> Result<Task, StoreError> {
         reason: col(r, "reason")?,
         created_at: from_ms(col(r, "created_at")?),
         updated_at: from_ms(col(r, "updated_at")?),
+        group: opt_text(r, "grp")?,
+        group_seq: col(r, "grp_seq")?,
+        parked: col::<i64, _>(r, "parked")? != 0,
     })
 }

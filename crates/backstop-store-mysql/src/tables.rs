@@ -6,7 +6,7 @@ use backstop_core::StoreError;
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
 /// `backstop_leaders`, `backstop_beats`, `backstop_statement_runs`, `backstop_entities`,
 /// `backstop_entity_events`, `backstop_entity_decisions`, `backstop_callbacks`,
-/// `backstop_schedules`, `backstop_schema`.
+/// `backstop_schedules`, `backstop_task_groups`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
@@ -41,7 +41,7 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), StoreError> {
 /// through it (`{tasks}` …), and dropping a scratch ledger drops exactly these, so that a table
 /// added here is both usable in templates and dropped, and one missing here is usable in
 /// neither.
-pub(crate) const TABLES: [&str; 11] = [
+pub(crate) const TABLES: [&str; 12] = [
     "schema",
     "tasks",
     "events",
@@ -53,6 +53,7 @@ pub(crate) const TABLES: [&str; 11] = [
     "entity_decisions",
     "callbacks",
     "schedules",
+    "task_groups",
 ];
 
 /// The ledger's table names, for one validated prefix.
@@ -86,7 +87,7 @@ impl Tables {
 
     /// `template` with each placeholder of [`TABLES`] (`{tasks}`, `{events}`, `{leaders}`,
     /// `{beats}`, `{statement_runs}`, `{entities}`, `{entity_events}`, `{entity_decisions}`,
-    /// `{callbacks}`, `{schema}`) replaced by the table's name.
+    /// `{callbacks}`, `{schedules}`, `{task_groups}`, `{schema}`) replaced by the table's name.
     pub(crate) fn sql(&self, template: &str) -> String {
         self.names
             .iter()
@@ -140,6 +141,10 @@ mod tests {
         assert_eq!(
             t.sql("{statement_runs} {leaders} {beats} {callbacks}"),
             "app_statement_runs app_leaders app_beats app_callbacks"
+        );
+        assert_eq!(
+            t.sql("{tasks}_grp {task_groups}"),
+            "app_tasks_grp app_task_groups"
         );
         let longest = Tables::new(&"p".repeat(MAX_PREFIX_LEN)).unwrap();
         assert!(longest.names().all(|n| n.len() <= 64));

@@ -15,12 +15,17 @@ const DEADLOCK: u16 = 1213;
 const LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// ER_DUP_ENTRY.
 pub(crate) const DUPLICATE: u16 = 1062;
+/// ER_LOCK_NOWAIT (MySQL; MariaDB answers a `NOWAIT` lock with [`LOCK_WAIT_TIMEOUT`]).
+const LOCK_NOWAIT: u16 = 3572;
 
 /// Why a transaction body stopped: a database error (maybe worth another try) or an answer
 /// for the caller.
 pub(crate) enum Fail {
     Sql(sqlx::Error),
     Store(StoreError),
+    /// A row of `{task_groups}` was taken by another transaction (see `groups`): the next
+    /// try, at once, locks it before anything else.
+    Relock(sqlx::Error),
 }
 
 impl From<sqlx::Error> for Fail {
@@ -84,10 +89,16 @@ pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
         .map(|d| d.number())
 }
 
+/// Whether `e` says a lock was not granted: held by another transaction that was not waited
+/// for (`NOWAIT`), or waited for too long.
+pub(crate) fn not_granted(e: &sqlx::Error) -> bool {
+    matches!(error_number(e), Some(LOCK_WAIT_TIMEOUT | LOCK_NOWAIT))
+}
+
 /// Whether `e` says the transaction lost a race that another try may win.
 pub(crate) fn worth_another_try(e: &sqlx::Error, retry: Retry) -> bool {
     match error_number(e) {
-        Some(DEADLOCK | LOCK_WAIT_TIMEOUT) => true,
+        Some(DEADLOCK | LOCK_WAIT_TIMEOUT | LOCK_NOWAIT) => true,
         Some(DUPLICATE) => retry == Retry::LocksAndDuplicates,
         _ => false,
     }
@@ -144,6 +155,8 @@ pub(crate) async fn after_try<T>(
     match result {
         Ok(out) => Some(Ok(out)),
         Err(Fail::Store(e)) => Some(Err(e)),
+        Err(Fail::Relock(_)) if tries < TRIES => None,
+        Err(Fail::Relock(e)) => Some(Err(db_err(e))),
         Err(Fail::Sql(e)) if tries < TRIES && worth_another_try(&e, retry) => {
             tracing::debug!(tries, error = %e, "transaction lost a lock race; trying again");
             // A duplicate key means the other transaction committed: look again at once.

@@ -51,6 +51,7 @@ fn task(kind: &str, key: String, payload: &str) -> NewTask {
         traceparent: None,
         intake: Default::default(),
         origin: None,
+        group: None,
     }
 }
 
@@ -68,6 +69,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
                 now,
                 lease_until: now + SignedDuration::from_secs(60),
                 max_attempts: 3,
+                on_group_failure: Default::default(),
             })
             .await
             .expect("claim");

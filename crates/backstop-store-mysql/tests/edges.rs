@@ -22,6 +22,7 @@ fn task(kind: &str, key: &str, payload: &[u8]) -> NewTask {
         traceparent: None,
         intake: Default::default(),
         origin: None,
+        group: None,
     }
 }
 
@@ -168,6 +169,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
             now,
             lease_until: now + jiff::SignedDuration::from_secs(30),
             max_attempts: 3,
+            on_group_failure: Default::default(),
         })
         .await
         .unwrap();

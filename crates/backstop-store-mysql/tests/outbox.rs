@@ -21,6 +21,11 @@ use std::sync::Arc;
 const INSERT: &str = "INSERT INTO backstop_tasks (kind, `key`, payload) VALUES (?, ?, ?)
 ON DUPLICATE KEY UPDATE id = id";
 
+/// docs/outbox.md's insert into an ordering group.
+const INSERT_GROUPED: &str =
+    "INSERT INTO backstop_tasks (kind, `key`, payload, grp) VALUES (?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE id = id";
+
 /// docs/outbox.md's insert with the optional columns.
 const INSERT_OPTIONAL: &str =
     "INSERT INTO backstop_tasks (kind, `key`, payload, max_attempts, run_at, expires_at)
@@ -41,11 +46,13 @@ fn on(prefix: &str, sql: &str) -> AssertSqlSafe<String> {
 struct MysqlApp {
     pool: MySqlPool,
     insert: String,
+    grouped: String,
 }
 
 struct Tx {
     tx: Transaction<'static, MySql>,
     insert: String,
+    grouped: String,
 }
 
 impl App for MysqlApp {
@@ -55,6 +62,7 @@ impl App for MysqlApp {
             Box::new(Tx {
                 tx,
                 insert: self.insert.clone(),
+                grouped: self.grouped.clone(),
             }) as Box<dyn AppTx>
         })
     }
@@ -82,6 +90,25 @@ impl AppTx for Tx {
         })
     }
 
+    fn insert_in_group<'a>(
+        &'a mut self,
+        kind: &'a str,
+        key: &'a str,
+        payload: &'a str,
+        group: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            sqlx::query(AssertSqlSafe(self.grouped.clone()))
+                .bind(kind)
+                .bind(key)
+                .bind(payload)
+                .bind(group)
+                .execute(&mut *self.tx)
+                .await
+                .expect("outbox insert into a group");
+        })
+    }
+
     fn commit(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.tx.commit().await.expect("commit") })
     }
@@ -106,7 +133,13 @@ async fn fresh() -> (Arc<dyn Store>, MysqlApp, PrefixGuard) {
         .await
         .expect("the application's pool");
     let insert = on(&guard.prefix, INSERT).0;
-    (Arc::new(store), MysqlApp { pool, insert }, guard)
+    let grouped = on(&guard.prefix, INSERT_GROUPED).0;
+    let app = MysqlApp {
+        pool,
+        insert,
+        grouped,
+    };
+    (Arc::new(store), app, guard)
 }
 
 macro_rules! outbox_cases {
@@ -131,6 +164,7 @@ outbox_cases!(
     a_late_commit_is_still_picked_up,
     the_same_kind_and_key_twice_is_one_task,
     an_inserted_task_has_no_origin_and_takes_redeliveries,
+    grouped_inserts_in_concurrent_transactions_run_in_commit_order,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +225,7 @@ async fn insert_ignore_twice_is_one_task_and_bytes_are_kept() {
 fn readme_documents_these_statements() {
     let readme = include_str!("../../../docs/outbox.md");
     let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    for sql in [INSERT, INSERT_OPTIONAL, INSERT_IGNORE] {
+    for sql in [INSERT, INSERT_GROUPED, INSERT_OPTIONAL, INSERT_IGNORE] {
         assert!(
             flat(readme).contains(&flat(sql)),
             "docs/outbox.md lacks: {sql}"

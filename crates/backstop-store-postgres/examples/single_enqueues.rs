@@ -42,6 +42,7 @@ async fn main() {
                         traceparent: None,
                         intake: Default::default(),
                         origin: None,
+                        group: None,
                     };
                     let r = s
                         .enqueue(EnqueueParams {

@@ -17,12 +17,13 @@ use backstop_core::{
 };
 use sqlx::postgres::PgRow;
 
-/// The task as its intake has it (`status`, `reason`, `last_error`), as enqueue writes it.
+/// The task as its intake has it (`status`, `reason`, `last_error`), and in its group, as
+/// enqueue writes it.
 const INSERT_TASK: &str = "
 INSERT INTO {schema}.tasks
     (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, created_at, updated_at,
-     status, reason, last_error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12)
+     status, reason, last_error, grp)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13)
 ON CONFLICT (kind, key) DO NOTHING
 RETURNING id";
 
@@ -77,6 +78,7 @@ pub(crate) async fn record(
                 .bind(t.intake.status().as_str())
                 .bind(t.intake.reason())
                 .bind(t.intake.failed_reason())
+                .bind(t.group.as_deref())
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(db_err)?;

@@ -19,13 +19,16 @@ use crate::row::{col, count, opt_time, time};
 use crate::types::{Id, Time};
 use crate::{Db, db_err};
 use backstop_core::StoreError;
+use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
 /// `$1` kind, `$2` now, `$3` owner, `$4` lease end, `$5` limit, `$6` the kind's attempt budget
 /// (for tasks stored without one: max_attempts 0), `$7` how many start (oldest `run_at`
-/// first); the rest are held: still pending, `run_at` moved to the lease's end. RETURNING
-/// gives the `run_at` from before the claim, the attempt number the task runs and the last
-/// cursor an attempt saved.
+/// first); the rest are held: still pending, `run_at` moved to the lease's end. `$8` whether
+/// the kind skips a failed task of a group, written on each grouped row claimed (whether it
+/// holds its group once failed; see 0013_groups). RETURNING gives the `run_at` from before the
+/// claim, the attempt number the task runs, the last cursor an attempt saved and the group.
+/// Parked tasks are never picked: their `run_at` is in the year 9999.
 const CLAIM: &str = "
 WITH due AS MATERIALIZED (
     SELECT seq, run_at FROM {schema}.tasks
@@ -48,12 +51,13 @@ SET status = CASE WHEN r.go THEN 'running' ELSE t.status END,
     run_at = CASE WHEN r.go THEN t.run_at ELSE $4 END,
     att_started_at = CASE WHEN r.go THEN $2 ELSE t.att_started_at END,
     att_worker = CASE WHEN r.go THEN $3 ELSE t.att_worker END,
-    max_attempts = CASE t.max_attempts WHEN 0 THEN $6 ELSE t.max_attempts END
+    max_attempts = CASE t.max_attempts WHEN 0 THEN $6 ELSE t.max_attempts END,
+    grp_skip = CASE WHEN t.grp IS NULL THEN t.grp_skip ELSE $8 END
 FROM picked AS r
 WHERE t.seq = r.seq
 RETURNING t.seq, t.id, t.key, t.payload, t.attempts + CASE WHEN r.go THEN 0 ELSE 1 END AS attempt,
           t.max_attempts, t.epoch, r.run_at, t.expires_at, t.traceparent, t.created_at,
-          t.checkpoint, r.go AS started";
+          t.checkpoint, r.go AS started, t.grp";
 
 pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     if p.limit == 0 {
@@ -67,6 +71,7 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
         .bind(i64::try_from(p.limit).unwrap_or(i64::MAX))
         .bind(i64::from(p.max_attempts))
         .bind(i64::try_from(p.start).unwrap_or(i64::MAX))
+        .bind(p.on_group_failure == OnFailure::Skip)
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
@@ -87,6 +92,7 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
             created_at: time(r, "created_at")?,
             checkpoint: col(r, "checkpoint")?,
             started: col(r, "started")?,
+            group: col(r, "grp")?,
         };
         claimed.push((seq, task));
     }

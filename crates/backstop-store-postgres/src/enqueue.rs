@@ -25,21 +25,23 @@ use std::collections::HashSet;
 
 /// The insert of a batch, in the order given, up to its conflict clause: the intake gives the
 /// status (`pending`; `failed` for a dead letter from the start, `Intake::Failed`, its reason
-/// also its last error; `compensated`, `Intake::Compensated`).
+/// also its last error; `compensated`, `Intake::Compensated`). A grouped row takes its place
+/// in its group, and is parked behind an open task of it, by the insert trigger of
+/// 0013_groups (as an outbox row is), row by row in this order.
 macro_rules! insert_batch {
     () => {
         "
 INSERT INTO {schema}.tasks
     (id, kind, key, payload, max_attempts, run_at, expires_at, traceparent, status, reason,
-     last_error, origin, created_at, updated_at)
+     last_error, origin, created_at, updated_at, grp)
 SELECT n.id, n.kind, n.key, n.payload, n.max_attempts, n.run_at, n.expires_at, n.traceparent,
        n.status, n.reason, CASE WHEN n.status = 'failed' THEN n.reason END,
-       n.origin, n.created_at, n.created_at
+       n.origin, n.created_at, n.created_at, n.grp
 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::timestamptz[],
             $7::timestamptz[], $8::text[], $9::timestamptz[], $10::text[], $11::text[],
-            $12::text[])
+            $12::text[], $13::text[])
      WITH ORDINALITY AS n(id, kind, key, payload, max_attempts, run_at, expires_at, traceparent,
-                          created_at, reason, origin, status, ord)
+                          created_at, reason, origin, status, grp, ord)
 ORDER BY n.ord
 "
     };
@@ -319,6 +321,7 @@ async fn insert_with(
         .bind(t.iter().map(|t| t.intake.reason()).bind_iter())
         .bind(t.iter().map(|t| t.origin.as_deref()).bind_iter())
         .bind(t.iter().map(|t| t.intake.status().as_str()).bind_iter())
+        .bind(t.iter().map(|t| t.group.as_deref()).bind_iter())
         .fetch_all(&mut *conn)
         .await?;
     Ok(ids.into_iter().map(|Id(id)| id).collect())

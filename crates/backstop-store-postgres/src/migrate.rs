@@ -55,6 +55,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "checkpoints",
         include_str!("../migrations/0012_checkpoints.sql"),
     ),
+    (13, "groups", include_str!("../migrations/0013_groups.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
@@ -195,7 +196,7 @@ WHERE key = 'done';";
     /// one is still deduplicated onto it, and the store claims the pending task, rescues the
     /// running one whose lease expired, leaves the held one to its holder until its lease ends
     /// and lists the dead letter. Its tasks come through the later migrations (12 added the
-    /// checkpoint column) without a cursor.
+    /// checkpoint column, 13 the group columns) without a cursor and of no group.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn migration_10_carries_a_previous_release_ledger_forward() {
         const URL_VAR: &str = "BACKSTOP_TEST_POSTGRES_URL";
@@ -230,6 +231,11 @@ WHERE key = 'done';";
             .unwrap()
             .expect("found by its kind and key");
         assert_eq!(again.status, Status::Succeeded);
+        assert_eq!(
+            (again.group, again.group_seq, again.parked),
+            (None, None, false),
+            "tasks from before migration 13 are of no group"
+        );
         let outbox = sqlx::query(store.db.schema.sql(
             "INSERT INTO {schema}.tasks (kind, key, payload) VALUES ('k', 'done', '\\x7b7d')
              ON CONFLICT (kind, key) DO NOTHING",
@@ -252,6 +258,7 @@ WHERE key = 'done';";
             now,
             lease_until: now + 30.seconds(),
             max_attempts: 3,
+            on_group_failure: Default::default(),
         };
         let claimed = store.claim(claim(now)).await.unwrap();
         let keys: Vec<&str> = claimed.iter().map(|t| t.key.as_str()).collect();
@@ -272,6 +279,7 @@ WHERE key = 'done';";
                 kind: None,
                 key: None,
                 status: Some(Status::Failed),
+                group: None,
                 limit: 10,
                 before: None,
             })

@@ -1,4 +1,4 @@
-//! Reads: tasks, listings, counts and the timeline.
+//! Reads: tasks, listings, counts and the timeline (a group's head is read in `groups`).
 //!
 //! The [`Tasks`] impl is here, next to its SQL.
 
@@ -7,7 +7,7 @@ use crate::row::{col, count, duration_ms, opt_time, status, task, task_columns, 
 use crate::types::Id;
 use crate::{Db, db_err};
 use backstop_core::store::{
-    BoxFuture, CountsParams, GetByKeyParams, GetParams, Tasks, TimelineParams,
+    BoxFuture, CountsParams, GetByKeyParams, GetParams, GroupHeadParams, Tasks, TimelineParams,
 };
 use backstop_core::store::{KeysParams, ListParams, ScanParams, StatusCounts};
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
@@ -83,6 +83,10 @@ impl Tasks for PostgresStore {
     fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
         Box::pin(async move { counts(&self.db, p.kind.as_deref()).await })
     }
+
+    fn group_head(&self, p: GroupHeadParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(async move { crate::groups::head(&self.db, &p).await })
+    }
 }
 
 pub(crate) async fn scan(db: &Db, p: &ScanParams) -> Result<Vec<Task>, StoreError> {
@@ -150,6 +154,9 @@ pub(crate) async fn list(db: &Db, p: &ListParams) -> Result<Vec<Task>, StoreErro
     }
     if let Some(status) = p.status {
         qb.push(" AND status = ").push_bind(status.as_str());
+    }
+    if let Some(group) = &p.group {
+        qb.push(" AND grp = ").push_bind(group);
     }
     if let Some(before) = p.before {
         qb.push(

@@ -45,11 +45,14 @@ pub(crate) fn duration_ms(start: Timestamp, end: Timestamp) -> i64 {
     (end.as_millisecond() - start.as_millisecond()).max(0)
 }
 
-/// The columns [`task`] reads, as a literal so that statements stay constants.
+/// The columns [`task`] reads, as a literal so that statements stay constants. A parked task
+/// shows its own `run_at`, not the far future its row holds while parked (see 0013_groups).
 macro_rules! task_columns {
     () => {
-        "id, kind, key, payload, status, attempts, max_attempts, run_at, expires_at, \
-         lease_owner, lease_until, epoch, traceparent, last_error, reason, created_at, updated_at"
+        "id, kind, key, payload, status, attempts, max_attempts, \
+         coalesce(parked_run_at, run_at) AS run_at, expires_at, lease_owner, lease_until, epoch, \
+         traceparent, last_error, reason, created_at, updated_at, grp, grp_seq, \
+         parked_run_at IS NOT NULL AS parked"
     };
 }
 pub(crate) use task_columns;
@@ -74,5 +77,8 @@ pub(crate) fn task(r: &PgRow) -> Result<Task, StoreError> {
         reason: col(r, "reason")?,
         created_at: time(r, "created_at")?,
         updated_at: time(r, "updated_at")?,
+        group: col(r, "grp")?,
+        group_seq: col(r, "grp_seq")?,
+        parked: col(r, "parked")?,
     })
 }

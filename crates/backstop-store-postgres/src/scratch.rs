@@ -2,7 +2,7 @@
 //! name on a PostgreSQL server, a store opened on it, and dropping it again. The SQL lives
 //! here, next to the migrations that decide what the schema holds, so that callers never write
 //! their own `DROP SCHEMA`. Every object the migrations create lives in the ledger's schema
-//! (tables by name, their indexes and triggers with them, the notify function by name), so
+//! (tables by name, their indexes and triggers with them, the trigger functions by name), so
 //! dropping the schema with `CASCADE` drops exactly what they made.
 
 use crate::connect::PostgresOptions;
@@ -69,7 +69,7 @@ impl ScratchSchema {
         let mut conn = self.connection().await?;
         let vacuumed = sqlx::raw_sql(
             self.schema
-                .sql("VACUUM ANALYZE {schema}.tasks, {schema}.events"),
+                .sql("VACUUM ANALYZE {schema}.tasks, {schema}.events, {schema}.task_groups"),
         )
         .execute(&mut conn)
         .await

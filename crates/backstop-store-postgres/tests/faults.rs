@@ -50,6 +50,7 @@ async fn loaded(max_connections: u32, lease: Duration) -> (Rig, Vec<TaskId>) {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         ids.extend(tasks.iter().map(|t| t.id));

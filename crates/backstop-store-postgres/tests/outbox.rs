@@ -20,6 +20,11 @@ const INSERT: &str = "INSERT INTO backstop.tasks (kind, key, payload)
 VALUES ($1, $2, convert_to($3, 'UTF8'))
 ON CONFLICT (kind, key) DO NOTHING";
 
+/// docs/outbox.md's insert into an ordering group.
+const INSERT_GROUPED: &str = "INSERT INTO backstop.tasks (kind, key, payload, grp)
+VALUES ($1, $2, convert_to($3, 'UTF8'), $4)
+ON CONFLICT (kind, key) DO NOTHING";
+
 /// docs/outbox.md's insert with the optional columns.
 const INSERT_OPTIONAL: &str =
     "INSERT INTO backstop.tasks (kind, key, payload, max_attempts, run_at, expires_at)
@@ -31,14 +36,21 @@ fn on(schema: &str, sql: &str) -> AssertSqlSafe<String> {
     AssertSqlSafe(sql.replace("backstop.tasks", &format!("{schema}.tasks")))
 }
 
+/// The documented statements on the test's schema.
+#[derive(Clone)]
+struct Statements {
+    insert: String,
+    grouped: String,
+}
+
 struct PgApp {
     pool: PgPool,
-    insert: String,
+    sql: Statements,
 }
 
 struct Tx {
     tx: Transaction<'static, Postgres>,
-    insert: String,
+    sql: Statements,
 }
 
 impl App for PgApp {
@@ -47,7 +59,7 @@ impl App for PgApp {
             let tx = self.pool.begin().await.expect("begin");
             Box::new(Tx {
                 tx,
-                insert: self.insert.clone(),
+                sql: self.sql.clone(),
             }) as Box<dyn AppTx>
         })
     }
@@ -65,13 +77,32 @@ impl AppTx for Tx {
         payload: &'a str,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            sqlx::query(AssertSqlSafe(self.insert.clone()))
+            sqlx::query(AssertSqlSafe(self.sql.insert.clone()))
                 .bind(kind)
                 .bind(key)
                 .bind(payload)
                 .execute(&mut *self.tx)
                 .await
                 .expect("outbox insert");
+        })
+    }
+
+    fn insert_in_group<'a>(
+        &'a mut self,
+        kind: &'a str,
+        key: &'a str,
+        payload: &'a str,
+        group: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            sqlx::query(AssertSqlSafe(self.sql.grouped.clone()))
+                .bind(kind)
+                .bind(key)
+                .bind(payload)
+                .bind(group)
+                .execute(&mut *self.tx)
+                .await
+                .expect("outbox insert into a group");
         })
     }
 
@@ -93,8 +124,11 @@ async fn fresh() -> (Arc<dyn Store>, PgApp, SchemaGuard) {
         .connect(&guard.options().url)
         .await
         .expect("the application's pool");
-    let insert = on(&guard.schema, INSERT).0;
-    (Arc::new(store), PgApp { pool, insert }, guard)
+    let sql = Statements {
+        insert: on(&guard.schema, INSERT).0,
+        grouped: on(&guard.schema, INSERT_GROUPED).0,
+    };
+    (Arc::new(store), PgApp { pool, sql }, guard)
 }
 
 macro_rules! outbox_cases {
@@ -119,6 +153,7 @@ outbox_cases!(
     a_late_commit_is_still_picked_up,
     the_same_kind_and_key_twice_is_one_task,
     an_inserted_task_has_no_origin_and_takes_redeliveries,
+    grouped_inserts_in_concurrent_transactions_run_in_commit_order,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,8 +205,9 @@ async fn a_payload_bound_as_bytes_is_kept_exactly() {
 }
 
 /// An application role with only the privileges docs/outbox.md names (`USAGE` on the schema,
-/// `INSERT` and `SELECT (kind, key)` on `tasks`) creates a task the store claims: nothing the
-/// insert sets off (the wake-up trigger) needs more of the application.
+/// `INSERT` and `SELECT (kind, key)` on `tasks`) creates tasks the store claims: nothing the
+/// insert sets off (the wake-up trigger, the group trigger that numbers and parks a task of a
+/// group) needs more of the application.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_role_with_the_documented_privileges_only_can_insert() {
     if skip() {
@@ -199,6 +235,15 @@ async fn an_application_role_with_the_documented_privileges_only_can_insert() {
             .bind("{}")
             .execute(&mut *tx)
             .await?;
+        for key in ["g-1", "g-2"] {
+            sqlx::query(on(&guard.schema, INSERT_GROUPED))
+                .bind("outbox.role")
+                .bind(key)
+                .bind("{}")
+                .bind("G")
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await
     }
     .await;
@@ -212,17 +257,33 @@ async fn an_application_role_with_the_documented_privileges_only_can_insert() {
     let claimed = store
         .claim(backstop_core::store::ClaimParams {
             kind: "outbox.role".into(),
-            limit: 1,
-            start: 1,
+            limit: 10,
+            start: 10,
             owner: "test".into(),
             now,
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
+            on_group_failure: Default::default(),
         })
         .await
         .unwrap();
-    assert_eq!(claimed.len(), 1, "the inserted task is claimable");
-    assert_eq!(claimed[0].key, "r-1");
+    let mut keys: Vec<&str> = claimed.iter().map(|c| c.key.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["g-1", "r-1"],
+        "the inserted tasks are claimable, the second of the group parked"
+    );
+    let parked = store
+        .get_by_key(GetByKeyParams {
+            kind: "outbox.role".into(),
+            key: "g-2".into(),
+        })
+        .await
+        .unwrap()
+        .expect("the second task of the group");
+    assert!(parked.parked);
+    assert_eq!(parked.group.as_deref(), Some("G"));
 }
 
 /// docs/outbox.md shows exactly the statements tested here.
@@ -230,7 +291,7 @@ async fn an_application_role_with_the_documented_privileges_only_can_insert() {
 fn readme_documents_these_statements() {
     let readme = include_str!("../../../docs/outbox.md");
     let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    for sql in [INSERT, INSERT_OPTIONAL] {
+    for sql in [INSERT, INSERT_GROUPED, INSERT_OPTIONAL] {
         assert!(
             flat(readme).contains(&flat(sql)),
             "docs/outbox.md lacks: {sql}"

@@ -46,6 +46,7 @@ fn one(key: &str) -> EnqueueParams {
             traceparent: None,
             intake: Default::default(),
             origin: None,
+            group: None,
         }],
         now: Timestamp::now(),
     }

@@ -53,6 +53,7 @@ fn task(key: &str) -> NewTask {
         traceparent: None,
         intake: Default::default(),
         origin: None,
+        group: None,
     }
 }
 

@@ -37,6 +37,7 @@ async fn main() {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         s.enqueue(EnqueueParams { tasks, now }).await.unwrap();
@@ -54,6 +55,7 @@ async fn main() {
                 now,
                 lease_until: now + jiff::SignedDuration::from_secs(60),
                 max_attempts: 8,
+                on_group_failure: Default::default(),
             })
             .await
             .unwrap();

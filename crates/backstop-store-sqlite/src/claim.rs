@@ -10,6 +10,7 @@ use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::parse_id;
 use crate::shapes::chunks;
 use backstop_core::StoreError;
+use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use sqlx::SqliteConnection;
 use std::sync::LazyLock;
@@ -17,7 +18,7 @@ use std::sync::LazyLock;
 /// The due tasks, oldest `run_at` first, with what a worker needs (status 0 is pending).
 pub(crate) const PICK: &str = "
 SELECT seq, id, key, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
-       created_at, checkpoint
+       created_at, checkpoint, grp
 FROM backstop_tasks
 WHERE status = 0 AND kind = ?1 AND run_at <= ?2
 ORDER BY run_at
@@ -33,18 +34,20 @@ const START_SET: &str = "status = 1, attempts = attempts + 1, att_started_at = ?
 const HOLD_SET: &str = "run_at = ?2";
 
 /// One UPDATE per shape: `?1` owner, `?2` lease end, `?3` now, `?4` the kind's attempt budget
-/// (for tasks stored without one: max_attempts 0), then the rowids.
+/// (for tasks stored without one: max_attempts 0), `?5` whether the kind skips failed tasks
+/// of a group (kept on every row: only grouped rows read it), then the rowids.
 fn lease_sql(set: &str) -> Vec<String> {
     SHAPES
         .iter()
         .map(|rows| {
-            let seqs: Vec<String> = (0..*rows).map(|i| format!("?{}", i + 5)).collect();
+            let seqs: Vec<String> = (0..*rows).map(|i| format!("?{}", i + 6)).collect();
             // OR FAIL: no statement journal; an error rolls the whole transaction back anyway.
             format!(
                 "UPDATE OR FAIL backstop_tasks
                  SET {set}, epoch = epoch + 1,
                      lease_owner = ?1, lease_until = ?2, updated_at = ?3,
-                     max_attempts = CASE max_attempts WHEN 0 THEN ?4 ELSE max_attempts END
+                     max_attempts = CASE max_attempts WHEN 0 THEN ?4 ELSE max_attempts END,
+                     grp_skip = ?5
                  WHERE seq IN ({})",
                 seqs.join(", ")
             )
@@ -94,6 +97,7 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
                 created_at: from_ms(r.int(10)),
                 checkpoint: r.opt_text(11)?,
                 started: claimed.len() < p.start,
+                group: r.opt_text(12)?,
             });
             Ok(())
         })?;
@@ -111,7 +115,7 @@ fn lease_rows(
     sql: &[String],
 ) -> Result<(), StoreError> {
     let mut leases: [Option<Stmt<'_>>; SHAPES.len()] = Default::default();
-    let mut values = Vec::with_capacity(4 + SHAPES[0]);
+    let mut values = Vec::with_capacity(5 + SHAPES[0]);
     for (shape, chunk) in chunks(seqs, SHAPES) {
         let lease = match &mut leases[shape] {
             Some(s) => s,
@@ -123,6 +127,7 @@ fn lease_rows(
             to_ms(p.lease_until).into(),
             to_ms(p.now).into(),
             i64::from(p.max_attempts).into(),
+            i64::from(p.on_group_failure == OnFailure::Skip).into(),
         ]);
         values.extend(chunk.iter().map(|s| Value::Int(*s)));
         lease.execute(&values)?;

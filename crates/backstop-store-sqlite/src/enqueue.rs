@@ -158,10 +158,12 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
 /// appends to the table and to the time-ordered indexes skip the descent from the root that a
 /// one-row statement pays; past 32 rows, preparing the statement costs more than that saves.
 pub(crate) const SHAPES: &[usize] = &[32, 8, 2, 1];
-pub(crate) const COLS: usize = 12;
+pub(crate) const COLS: usize = 13;
 
 /// One INSERT per shape; each row binds (id, kind, key, payload, max_attempts, run_at,
-/// expires_at, traceparent, status, reason, origin, now) — see [`row`].
+/// expires_at, traceparent, status, reason, origin, now, grp) — see [`row`]. A grouped row
+/// takes its place in its group (and is parked behind an open task) by the migration's
+/// insert trigger, as an outbox row does.
 pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
     SHAPES
         .iter()
@@ -169,13 +171,13 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             let values = (0..*rows)
                 .map(|r| {
                     let p: Vec<String> = (1..=COLS).map(|c| format!("?{}", r * COLS + c)).collect();
-                    let (status, reason, origin, now) = (&p[8], &p[9], &p[10], &p[11]);
+                    let (status, reason, origin, now, grp) = (&p[8], &p[9], &p[10], &p[11], &p[12]);
                     // The intake decides the status: pending (0), a dead letter at once (3,
                     // Intake::Failed, its reason also its last error) or compensated (4,
                     // Intake::Compensated). created_at and updated_at are both `now`.
                     format!(
                         "({}, {status}, {reason}, CASE WHEN {status} = 3 THEN {reason} END, \
-                         {origin}, {now}, {now})",
+                         {origin}, {now}, {now}, {grp})",
                         p[..8].join(", ")
                     )
                 })
@@ -185,7 +187,7 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             format!(
                 "INSERT OR FAIL INTO backstop_tasks (id, kind, key, payload, max_attempts, run_at, \
                  expires_at, traceparent, status, reason, last_error, origin, created_at, \
-                 updated_at) VALUES {values} ON CONFLICT (kind, key) DO NOTHING"
+                 updated_at, grp) VALUES {values} ON CONFLICT (kind, key) DO NOTHING"
             )
         })
         .collect()
@@ -206,6 +208,7 @@ pub(crate) fn row(t: &NewTask, now: i64) -> [Value<'_>; COLS] {
         t.intake.reason().into(),
         t.origin.as_deref().into(),
         Value::Int(now),
+        t.group.as_deref().into(),
     ]
 }
 

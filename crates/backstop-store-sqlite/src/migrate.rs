@@ -46,6 +46,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "checkpoints",
         include_str!("../migrations/0010_checkpoints.sql"),
     ),
+    (11, "groups", include_str!("../migrations/0011_groups.sql")),
 ];
 
 impl Migrations for SqliteStore {

@@ -6,8 +6,8 @@ use crate::db_err;
 use crate::row::jiff_ms::from_ms;
 use crate::row::{id_bytes, parse_status, raw_task, status_code, task, task_columns};
 use backstop_core::store::{
-    BoxFuture, CountsParams, GetByKeyParams, GetParams, KeysParams, ListParams, ScanParams,
-    StatusCounts, Tasks, TimelineParams,
+    BoxFuture, CountsParams, GetByKeyParams, GetParams, GroupHeadParams, KeysParams, ListParams,
+    ScanParams, StatusCounts, Tasks, TimelineParams,
 };
 use backstop_core::{AttemptOutcome, Event, EventType, Status, StoreError, Task, TaskId};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
@@ -40,6 +40,10 @@ impl Tasks for SqliteStore {
 
     fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>> {
         Box::pin(async move { counts(&self.inner.readers, p.kind.as_deref()).await })
+    }
+
+    fn group_head(&self, p: GroupHeadParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        Box::pin(async move { group_head(&self.inner.readers, &p).await })
     }
 }
 
@@ -147,6 +151,9 @@ pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>,
     if let Some(status) = p.status {
         qb.push(" AND status = ").push_bind(status_code(status));
     }
+    if let Some(group) = &p.group {
+        qb.push(" AND grp = ").push_bind(group);
+    }
     if let Some(before) = p.before {
         qb.push(" AND seq < (SELECT seq FROM backstop_tasks WHERE id = ")
             .push_bind(before.0.as_bytes().to_vec())
@@ -161,6 +168,29 @@ pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>,
         .iter()
         .map(task)
         .collect()
+}
+
+/// The first open task of a group, through the index of open grouped tasks (its predicate
+/// is repeated word for word so that SQLite uses it).
+pub(crate) async fn group_head(
+    pool: &SqlitePool,
+    p: &GroupHeadParams,
+) -> Result<Option<Task>, StoreError> {
+    sqlx::query(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM backstop_tasks WHERE kind = ?1 AND grp = ?2 AND grp IS NOT NULL
+          AND status IN (0, 1, 3) AND (status <> 3 OR grp_skip = 0)
+          ORDER BY grp_seq LIMIT 1"
+    ))
+    .bind(&p.kind)
+    .bind(&p.group)
+    .fetch_optional(pool)
+    .await
+    .map_err(db_err)?
+    .as_ref()
+    .map(task)
+    .transpose()
 }
 
 pub(crate) async fn counts(

@@ -50,8 +50,10 @@ pub(crate) fn parse_status(code: i64) -> Result<Status, StoreError> {
 /// The columns [`task`] reads, as a literal so queries stay `&'static str`.
 macro_rules! task_columns {
     () => {
-        "id, kind, key, payload, status, attempts, max_attempts, run_at, expires_at, \
-         lease_owner, lease_until, epoch, traceparent, last_error, reason, created_at, updated_at"
+        "id, kind, key, payload, status, attempts, max_attempts, \
+         coalesce(parked_run_at, run_at) AS run_at, expires_at, lease_owner, lease_until, \
+         epoch, traceparent, last_error, reason, created_at, updated_at, grp, grp_seq, \
+         parked_run_at IS NOT NULL AS parked"
     };
 }
 pub(crate) use task_columns;
@@ -75,6 +77,9 @@ pub(crate) fn task(r: &SqliteRow) -> Result<Task, StoreError> {
         reason: r.get("reason"),
         created_at: from_ms(r.get("created_at")),
         updated_at: from_ms(r.get("updated_at")),
+        group: r.get("grp"),
+        group_seq: r.get("grp_seq"),
+        parked: r.get("parked"),
     })
 }
 
@@ -98,5 +103,8 @@ pub(crate) fn raw_task(r: &crate::raw::Row<'_>) -> Result<Task, StoreError> {
         reason: r.opt_text(14)?,
         created_at: from_ms(r.int(15)),
         updated_at: from_ms(r.int(16)),
+        group: r.opt_text(17)?,
+        group_seq: r.opt_int(18),
+        parked: r.int(19) != 0,
     })
 }

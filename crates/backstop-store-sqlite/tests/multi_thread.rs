@@ -29,6 +29,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                         traceparent: None,
                         intake: Default::default(),
                         origin: None,
+                        group: None,
                     })
                     .collect();
                 store.enqueue(EnqueueParams { tasks, now }).await.unwrap()
@@ -58,6 +59,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                             now,
                             lease_until: now + jiff::SignedDuration::from_secs(60),
                             max_attempts: 3,
+                            on_group_failure: Default::default(),
                         })
                         .await
                         .unwrap();

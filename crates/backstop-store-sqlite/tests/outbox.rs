@@ -18,6 +18,11 @@ use std::time::Duration;
 const INSERT: &str = "INSERT INTO backstop_tasks (kind, key, payload) VALUES (?, ?, ?)
     ON CONFLICT (kind, key) DO NOTHING";
 
+/// docs/outbox.md's insert into an ordering group.
+const INSERT_GROUPED: &str =
+    "INSERT INTO backstop_tasks (kind, key, payload, grp) VALUES (?, ?, ?, ?)
+    ON CONFLICT (kind, key) DO NOTHING";
+
 /// docs/outbox.md's insert with the optional columns.
 const INSERT_OPTIONAL: &str =
     "INSERT INTO backstop_tasks (kind, key, payload, max_attempts, run_at, expires_at)
@@ -62,6 +67,25 @@ impl AppTx for Tx {
                 .execute(&mut *self.0)
                 .await
                 .expect("outbox insert");
+        })
+    }
+
+    fn insert_in_group<'a>(
+        &'a mut self,
+        kind: &'a str,
+        key: &'a str,
+        payload: &'a str,
+        group: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            sqlx::query(INSERT_GROUPED)
+                .bind(kind)
+                .bind(key)
+                .bind(payload)
+                .bind(group)
+                .execute(&mut *self.0)
+                .await
+                .expect("outbox insert into a group");
         })
     }
 
@@ -112,6 +136,7 @@ outbox_cases!(
     a_late_commit_is_still_picked_up,
     the_same_kind_and_key_twice_is_one_task,
     an_inserted_task_has_no_origin_and_takes_redeliveries,
+    grouped_inserts_in_concurrent_transactions_run_in_commit_order,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,6 +258,7 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
             "backstop_tasks_dead",
             "backstop_tasks_due",
             "backstop_tasks_expiring",
+            "backstop_tasks_grp_open",
             "backstop_tasks_leased",
             "sqlite_autoindex_backstop_tasks_1",
             "sqlite_autoindex_backstop_tasks_2",

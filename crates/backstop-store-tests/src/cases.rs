@@ -7,6 +7,7 @@ pub use crate::claim::*;
 pub use crate::complete::*;
 pub use crate::enqueue::*;
 pub use crate::entities::*;
+pub use crate::groups::*;
 pub use crate::holds::*;
 pub use crate::intake::*;
 pub use crate::leadership::*;

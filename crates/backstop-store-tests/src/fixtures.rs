@@ -27,6 +27,7 @@ pub fn task(kind: &str, key: &str, payload: &str) -> NewTask {
         traceparent: None,
         intake: Default::default(),
         origin: None,
+        group: None,
     }
 }
 
@@ -62,6 +63,7 @@ pub async fn claim(
             now,
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
+            on_group_failure: Default::default(),
         })
         .await
         .expect("claim")

@@ -30,6 +30,7 @@ pub async fn claim_holding(
             now,
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
+            on_group_failure: Default::default(),
         })
         .await
         .expect("claim")

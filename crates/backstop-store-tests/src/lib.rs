@@ -16,6 +16,7 @@ mod complete;
 mod enqueue;
 mod entities;
 mod fixtures;
+pub mod groups;
 mod holds;
 mod intake;
 mod leadership;
@@ -128,7 +129,18 @@ macro_rules! conformance_suite {
             the_database_clock_is_near_the_local_clock,
             a_saved_checkpoint_reaches_the_next_attempt,
             a_zombie_checkpoint_is_rejected_and_recorded,
-            a_suspended_attempt_is_not_counted
+            a_suspended_attempt_is_not_counted,
+            a_group_runs_one_task_at_a_time_in_commit_order,
+            a_parked_task_keeps_its_own_run_at,
+            a_retry_keeps_its_group_waiting,
+            a_failed_task_blocks_its_group_until_retried_or_resolved,
+            with_skip_a_failed_task_lets_its_group_go_on,
+            every_end_of_a_task_unparks_the_next,
+            a_rescued_task_holds_its_group_until_it_ends,
+            groups_are_separate_per_kind,
+            a_batch_orders_its_group_in_batch_order_and_repeats_keep_their_place,
+            group_head_and_list_show_a_group,
+            concurrent_enqueues_into_one_group_are_claimed_in_group_order
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -128,6 +128,10 @@ pub struct EnqueueArgs {
     /// Override the kind's attempt limit.
     #[arg(long, value_parser = whole::<u32>)]
     pub max_attempts: Option<u32>,
+    /// The ordering group: the group's tasks of this kind run one at a time, in the order
+    /// their enqueues commit (wins over the kind's `ordering.group` pointer).
+    #[arg(long)]
+    pub group: Option<String>,
     /// Print the task as JSON instead of its id.
     #[arg(long)]
     pub json: bool,
@@ -151,6 +155,9 @@ pub struct ListArgs {
     pub kind: Option<String>,
     #[arg(long, value_parser = status)]
     pub status: Option<Status>,
+    /// Only tasks of this ordering group.
+    #[arg(long)]
+    pub group: Option<String>,
     #[arg(long, default_value_t = 50, value_parser = list_limit)]
     pub limit: u32,
     #[arg(long)]

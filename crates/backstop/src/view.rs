@@ -20,6 +20,8 @@ pub fn task_line(t: &Task) -> String {
         // Held: leased ahead, not started; listed apart from the attempts running.
         if t.is_held() {
             "held"
+        } else if t.parked {
+            "parked"
         } else {
             t.status.as_str()
         },
@@ -46,6 +48,18 @@ pub fn task_detail(t: &Task, events: &[Event]) -> String {
     let _ = writeln!(s, "attempts  {} of {}", t.attempts, t.max_attempts);
     let _ = writeln!(s, "created   {}", short(t.created_at));
     let _ = writeln!(s, "run_at    {}", short(t.run_at));
+    if let Some(g) = &t.group {
+        let place = t
+            .group_seq
+            .map(|n| format!(", place {n}"))
+            .unwrap_or_default();
+        let parked = if t.parked {
+            " (parked behind an earlier open task: `backstop why` names it)"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "group     {g}{place}{parked}");
+    }
     if let Some(e) = t.expires_at {
         let _ = writeln!(s, "expires   {}", short(e));
     }
@@ -128,6 +142,9 @@ mod tests {
             reason: None,
             created_at: t,
             updated_at: t,
+            group: None,
+            group_seq: None,
+            parked: false,
         }
     }
 

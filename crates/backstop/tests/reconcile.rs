@@ -35,6 +35,7 @@ async fn sent(store: &Arc<dyn Store>, n: usize) -> Vec<TaskId> {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         ids.extend(tasks.iter().map(|t| t.id));
@@ -65,6 +66,7 @@ async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Time
             now,
             lease_until: now + jiff::SignedDuration::from_secs(60),
             max_attempts: 5,
+            on_group_failure: Default::default(),
         })
         .await
         .unwrap();
@@ -371,6 +373,7 @@ async fn sent_without_currency(store: &Arc<dyn Store>, n: usize) {
             traceparent: None,
             intake: Default::default(),
             origin: None,
+            group: None,
         })
         .collect();
     store.enqueue(EnqueueParams { tasks, now }).await.unwrap();

@@ -44,6 +44,9 @@ fn task(status: Status, attempts: u32, run_at: &str) -> Task {
         reason: None,
         created_at: t,
         updated_at: t,
+        group: None,
+        group_seq: None,
+        parked: false,
     }
 }
 

@@ -29,6 +29,9 @@ pub struct ClaimParams {
     /// The kind's attempt budget. A task stored without one (`max_attempts` 0, which is what
     /// an outbox insert leaves) takes it at this claim, on its row and in the result.
     pub max_attempts: u32,
+    /// The kind's choice for a failed task of a group ([`crate::group`]), written on every
+    /// grouped task it claims: whether that task, once failed, holds its group.
+    pub on_group_failure: crate::group::OnFailure,
 }
 
 /// A leased task: what a handler needs, and the fence for its completion.
@@ -62,6 +65,8 @@ pub struct ClaimedTask {
     pub checkpoint: Option<String>,
     /// Whether the claim started the attempt (`running`); `false`: held, still `pending`.
     pub started: bool,
+    /// Its ordering group, if it has one.
+    pub group: Option<String>,
 }
 
 /// The lease fence of one claimed task.

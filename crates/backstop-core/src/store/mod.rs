@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `migrate` | [`Migrations`] | migrate, check_writable |
 //! | `enqueue` | [`Enqueue`] | enqueue |
-//! | `read` | [`Tasks`] | get, get_by_key, timeline, list, scan, tasks_by_keys, counts |
+//! | `read` | [`Tasks`] | get, get_by_key, timeline, list, scan, tasks_by_keys, counts, group_head |
 //! | `lease` | [`Leases`] | claim, complete (and starts), heartbeat, release |
 //! | `checkpoint` | [`Checkpoints`] | checkpoint, suspend |
 //! | `rescue` | [`Rescue`] | rescue, expire |
@@ -63,8 +63,8 @@ pub use lease::{
 pub use manual::{ManualActions, ManualParams};
 pub use migrate::Migrations;
 pub use read::{
-    CountsParams, GetByKeyParams, GetParams, KeysParams, ListParams, ScanParams, StatusCounts,
-    Tasks, TimelineParams,
+    CountsParams, GetByKeyParams, GetParams, GroupHeadParams, KeysParams, ListParams, ScanParams,
+    StatusCounts, Tasks, TimelineParams,
 };
 pub use rescue::{ExpireParams, Rescue, RescueParams, Rescued};
 pub use retention::{Prunable, PruneParams, Retention};

@@ -13,6 +13,8 @@ pub struct ListParams {
     pub key: Option<String>,
     /// Only tasks in this status.
     pub status: Option<Status>,
+    /// Only tasks of this ordering group.
+    pub group: Option<String>,
     /// Most tasks returned.
     pub limit: usize,
     /// Only tasks older than this one (cursor pagination).
@@ -56,6 +58,15 @@ pub struct GetByKeyParams {
     pub kind: String,
     /// Its business key.
     pub key: String,
+}
+
+/// Finds the task a group waits for: its first open task ([`crate::group`]).
+#[derive(Clone, Debug)]
+pub struct GroupHeadParams {
+    /// The group's kind.
+    pub kind: String,
+    /// The group.
+    pub group: String,
 }
 
 /// Reads the whole timeline of one task.
@@ -128,4 +139,8 @@ pub trait Tasks: Send + Sync {
 
     /// Tasks per status, for one kind or all.
     fn counts(&self, p: CountsParams) -> BoxFuture<'_, Result<StatusCounts, StoreError>>;
+
+    /// The first open task of a group (pending, running, or failed while it holds the
+    /// group), lowest `group_seq` first; `None` when every task of the group has ended.
+    fn group_head(&self, p: GroupHeadParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>>;
 }

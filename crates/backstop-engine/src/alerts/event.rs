@@ -51,11 +51,15 @@ pub enum AlertName {
     /// is stopped or stuck (raised by the reconciler, one per silence).
     #[serde(rename = "schedule.silent")]
     ScheduleSilent,
+    /// A task of an ordering group failed and holds its group (`on_failure = "block"`): the
+    /// group's later tasks wait for a person (one per failure of a group's head).
+    #[serde(rename = "group.blocked")]
+    GroupBlocked,
 }
 
 impl AlertName {
     /// Every alert event.
-    pub const ALL: [AlertName; 13] = [
+    pub const ALL: [AlertName; 14] = [
         AlertName::TaskFailed,
         AlertName::TaskRescued,
         AlertName::ReconcilerStalled,
@@ -69,6 +73,7 @@ impl AlertName {
         AlertName::TickLate,
         AlertName::TickOverrun,
         AlertName::ScheduleSilent,
+        AlertName::GroupBlocked,
     ];
 
     /// The configured and displayed name.
@@ -87,6 +92,7 @@ impl AlertName {
             AlertName::TickLate => "tick.late",
             AlertName::TickOverrun => "tick.overrun",
             AlertName::ScheduleSilent => "schedule.silent",
+            AlertName::GroupBlocked => "group.blocked",
         }
     }
 }
@@ -100,7 +106,7 @@ impl fmt::Display for AlertName {
 /// An unknown alert event name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending, schedule.missed, tick.late, tick.overrun or schedule.silent)"
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending, schedule.missed, tick.late, tick.overrun, schedule.silent or group.blocked)"
 )]
 pub struct UnknownAlert(pub String);
 

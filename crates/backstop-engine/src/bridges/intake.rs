@@ -146,6 +146,7 @@ fn rejection(bridge: &BridgeConfig, m: &Received, reason: &str, now: Timestamp) 
             reason: format!("rejected by bridge {}: {reason}", bridge.name),
         },
         origin: Some(Value::Object(origin).to_string()),
+        group: None,
     }
 }
 

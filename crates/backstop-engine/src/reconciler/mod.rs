@@ -357,6 +357,7 @@ mod tests {
             traceparent: None,
             intake: Default::default(),
             origin: None,
+            group: None,
         };
         let id = task.id;
         store
@@ -375,6 +376,7 @@ mod tests {
                 now,
                 lease_until: add(now, Duration::from_secs(10)),
                 max_attempts: 3,
+                on_group_failure: Default::default(),
             })
             .await
             .unwrap();

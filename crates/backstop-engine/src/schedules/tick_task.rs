@@ -56,5 +56,6 @@ pub(crate) fn new_tick(
             Some(reason) => Intake::Compensated { reason },
         },
         origin: Some(origin.to_string()),
+        group: None,
     }
 }

@@ -100,6 +100,10 @@ impl Tasks for Cut {
     fn tasks_by_keys(&self, p: KeysParams) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
         self.gate(self.inner.tasks_by_keys(p))
     }
+
+    fn group_head(&self, p: GroupHeadParams) -> BoxFuture<'_, Result<Option<Task>, StoreError>> {
+        self.gate(self.inner.group_head(p))
+    }
 }
 
 impl Leases for Cut {

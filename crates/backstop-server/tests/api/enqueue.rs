@@ -334,3 +334,55 @@ async fn json_endpoints_refuse_bodies_not_declared_as_json() {
     }
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_given_at_enqueue_orders_tasks_and_lists_them() {
+    let api = Api::start(Setup::default()).await;
+    let grouped = |key: &str| {
+        let mut t = task("sms.send", key, json!({"n": key}));
+        t["group"] = json!("order-1001");
+        t
+    };
+    let (s, first) = api.post("/v1/tasks", grouped("g-1")).await;
+    assert_eq!(s, 201, "{first}");
+    let (s, batch) = api
+        .post(
+            "/v1/tasks/batch",
+            json!({"tasks": [grouped("g-2"), task("sms.send", "free", json!({}))]}),
+        )
+        .await;
+    assert_eq!(s, 200, "{batch}");
+    let (_, t1) = api
+        .get(&format!("/v1/tasks/{}", first["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(
+        (&t1["group"], &t1["parked"]),
+        (&json!("order-1001"), &json!(false))
+    );
+    let (_, list) = api.get("/v1/tasks?group=order-1001").await;
+    let tasks = list["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2, "{list}");
+    assert_eq!(
+        (&tasks[0]["key"], &tasks[0]["parked"]),
+        (&json!("g-2"), &json!(true))
+    );
+    assert!(tasks[0]["group_seq"].as_i64() > tasks[1]["group_seq"].as_i64());
+    let (_, free) = api.get("/v1/tasks?key=free").await;
+    assert!(free["tasks"][0].get("group").is_none(), "{free}");
+    assert_eq!(free["tasks"][0]["parked"], false);
+
+    // A group over 512 bytes is a 422 naming the field, and creates nothing.
+    let mut long = task("sms.send", "g-3", json!({}));
+    long["group"] = json!("x".repeat(513));
+    let (s, p) = api.post("/v1/tasks", long).await;
+    assert_eq!(s, 422, "{p}");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("group: a group is 513 bytes long"),
+        "{p}"
+    );
+    assert_eq!(api.task_count().await, 3);
+    api.stop().await;
+}

@@ -52,6 +52,7 @@ async fn a_full_ledger_is_not_ready_and_answers_503_until_space_is_back() {
             traceparent: None,
             intake: Default::default(),
             origin: None,
+            group: None,
         };
         let r = api
             .store

@@ -16,6 +16,7 @@ pub async fn run(ctx: &Ctx, a: EnqueueArgs) -> Result<()> {
         delay: a.delay,
         expires_in: a.expires_in,
         max_attempts: a.max_attempts,
+        group: a.group,
         ..Default::default()
     };
     // Bad input is refused before the database is opened (or created).

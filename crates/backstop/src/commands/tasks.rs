@@ -20,6 +20,7 @@ async fn list(ctx: &Ctx, a: ListArgs) -> Result<()> {
         .list(ListParams {
             kind: a.kind.clone(),
             status: a.status,
+            group: a.group.clone(),
             limit: a.limit as usize,
             ..Default::default()
         })

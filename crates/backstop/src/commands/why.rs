@@ -3,7 +3,7 @@
 use super::{Ctx, task_id};
 use anyhow::{Result, bail};
 use backstop_core::Clock;
-use backstop_core::store::{BeatsParams, GetParams, TimelineParams};
+use backstop_core::store::{BeatsParams, GetParams, GroupHeadParams, TimelineParams};
 use backstop_engine::reconciler::{PassReport, RECONCILER_BEAT};
 
 pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
@@ -22,8 +22,21 @@ pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
         .find(|b| b.name == RECONCILER_BEAT)
         .and_then(|b| PassReport::from_detail(&b.detail));
     let kind = ctx.config.kinds.iter().find(|k| k.name == t.kind);
+    let head = match &t.group {
+        Some(g) => {
+            store
+                .group_head(GroupHeadParams {
+                    kind: t.kind.clone(),
+                    group: g.clone(),
+                })
+                .await?
+        }
+        None => None,
+    };
     let now = backstop_core::SystemClock.now();
-    for line in backstop_engine::why::explain(&t, &timeline, now, kind, last_pass.as_ref()) {
+    for line in
+        backstop_engine::why::explain(&t, &timeline, now, kind, last_pass.as_ref(), head.as_ref())
+    {
         println!("{line}");
     }
     Ok(())

@@ -21,6 +21,7 @@ pub(super) struct RawKind {
     expires_in: Option<String>,
     lease: Option<String>,
     paused: Option<bool>,
+    ordering: Option<super::ordering::RawOrdering>,
     broker: Option<String>,
     exchange: Option<String>,
     routing_key: Option<String>,
@@ -142,6 +143,12 @@ pub(super) fn kinds(
             kc.lease = nonzero(dur(at("lease"), v)?).map_err(|m| invalid(at("lease"), m))?;
         }
         kc.paused = k.paused.unwrap_or(false);
+        if let Some(o) = k.ordering {
+            kc.ordering = Some(
+                super::ordering::ordering(o)
+                    .map_err(|(f, m)| invalid(at(&format!("ordering.{f}")), m))?,
+            );
+        }
         kinds.push(kc);
     }
     Ok(kinds)

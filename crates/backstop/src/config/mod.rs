@@ -17,6 +17,7 @@ mod broker_target;
 mod engine;
 mod kinds;
 mod machines;
+mod ordering;
 mod reconciler;
 mod retention;
 mod schedules;
@@ -217,7 +218,7 @@ mod tests {
     use super::Config;
 
     /// Each text is refused with an error that starts with the file and contains the wanted text.
-    pub(super) fn assert_refused(cases: &[(&str, &str)]) {
+    pub(crate) fn assert_refused(cases: &[(&str, &str)]) {
         for &(text, want) in cases {
             let err = Config::parse(text, "t.toml").unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");

@@ -67,6 +67,7 @@ pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         ids.extend(tasks.iter().map(|t| t.id));
@@ -83,6 +84,7 @@ pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server
                 now: past,
                 lease_until: past + SignedDuration::from_secs(30),
                 max_attempts: 5,
+                on_group_failure: Default::default(),
             })
             .await
             .unwrap();

@@ -284,6 +284,7 @@ async fn push_backlog(
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         store.enqueue(EnqueueParams { tasks, now }).await?;

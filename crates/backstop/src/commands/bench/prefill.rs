@@ -52,6 +52,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                         traceparent: None,
                         intake: Default::default(),
                         origin: None,
+                        group: None,
                     })
                     .collect();
                 for r in store.enqueue(EnqueueParams { tasks, now }).await? {
@@ -73,6 +74,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                             now,
                             lease_until: now + Duration::from_secs(600),
                             max_attempts: 8,
+                            on_group_failure: Default::default(),
                         })
                         .await?;
                     if claimed.is_empty() {

@@ -80,6 +80,7 @@ async fn measure(place: &Place, a: &ReconcilerBenchArgs) -> Result<Report> {
                 traceparent: None,
                 intake: Default::default(),
                 origin: None,
+                group: None,
             })
             .collect();
         for r in store.enqueue(EnqueueParams { tasks, now: past }).await? {
