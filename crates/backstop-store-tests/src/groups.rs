@@ -255,6 +255,40 @@ pub async fn every_end_of_a_task_unparks_the_next(store: S) {
     );
 }
 
+pub async fn a_parked_task_that_ends_is_parked_no_longer(store: S) {
+    // Canceled by hand while parked behind p1.
+    put(&*store, grouped("p1", "P")).await;
+    let p2 = put(&*store, grouped("p2", "P")).await;
+    assert!(get(&*store, p2).await.parked);
+    store.cancel(manual(p2, at(0))).await.unwrap();
+    let p2 = get(&*store, p2).await;
+    assert_eq!(p2.status, Status::Compensated);
+    assert!(!p2.parked, "a canceled task waits for nothing");
+    assert_eq!(p2.run_at, t0(), "and keeps its own run_at");
+
+    // Expired while parked behind q1.
+    put(&*store, grouped("q1", "Q")).await;
+    let mut q2 = grouped("q2", "Q");
+    q2.expires_at = Some(at(0));
+    let q2 = put(&*store, q2).await;
+    assert!(get(&*store, q2).await.parked);
+    let n = store
+        .expire(ExpireParams {
+            now: at(1),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "a parked task expires like any other");
+    let q2 = get(&*store, q2).await;
+    assert_eq!(q2.status, Status::Compensated);
+    assert!(!q2.parked, "an expired task waits for nothing");
+
+    // Neither end moved the head: p1 and q1 are still the ones to claim.
+    let c = claim_all(&*store, at(2), OnFailure::Block).await;
+    assert_eq!(keys(&c), ["p1", "q1"]);
+}
+
 pub async fn a_rescued_task_holds_its_group_until_it_ends(store: S) {
     let mut r1 = grouped("r1", "R");
     r1.max_attempts = 2;

@@ -136,6 +136,7 @@ macro_rules! conformance_suite {
             a_failed_task_blocks_its_group_until_retried_or_resolved,
             with_skip_a_failed_task_lets_its_group_go_on,
             every_end_of_a_task_unparks_the_next,
+            a_parked_task_that_ends_is_parked_no_longer,
             a_rescued_task_holds_its_group_until_it_ends,
             groups_are_separate_per_kind,
             a_batch_orders_its_group_in_batch_order_and_repeats_keep_their_place,
