@@ -422,6 +422,11 @@ pub struct LedgerBenchArgs {
     /// enqueued, claimed and completed through the store, to see how growth changes the drain.
     #[arg(long, value_parser = whole::<usize>, default_value_t = 0)]
     pub prefill_finished: usize,
+    /// Spread the tasks over this many ordering groups (task i in group i mod N, the kind
+    /// ordered with `on_failure = "block"`), to compare FIFO per group with the unordered
+    /// drain (0, the default: no groups).
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 0)]
+    pub groups: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,

@@ -32,10 +32,13 @@ async fn a_bridge_whose_broker_is_down_is_shown_down_everywhere_without_its_pass
     assert_eq!(b["name"], "sms-in");
     assert_eq!(b["connected"], false);
     assert_eq!(b["broker"], "amqp://guest:***@127.0.0.1:1/%2f");
+    // Between beats the bridge tries again: a later read may show it `connecting` (a fresh
+    // try) rather than `reconnecting` (waiting after a failure); either way it is down.
+    let down = |state: &str| state == "reconnecting" || state == "connecting";
     let text = w.ok(&["bridges", "list"]).await;
     assert!(
         text.contains("sms-in")
-            && text.contains("reconnecting")
+            && text.split_whitespace().any(down)
             && text.contains("connected=false"),
         "{text}"
     );
@@ -46,7 +49,9 @@ async fn a_bridge_whose_broker_is_down_is_shown_down_everywhere_without_its_pass
         .json()
         .await
         .unwrap();
-    assert_eq!(api["bridges"][0]["state"], "reconnecting");
+    let state = api["bridges"][0]["state"].as_str().unwrap_or_default();
+    assert!(down(state), "{api}");
+    assert_eq!(api["bridges"][0]["connected"], false);
     assert!(!api.to_string().contains("s3cret"));
     let metrics = reqwest::get(format!("{base}/metrics"))
         .await

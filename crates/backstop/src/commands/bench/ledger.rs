@@ -30,6 +30,8 @@ struct Report {
     isolated_in: Option<String>,
     prefill_finished: usize,
     prefill_tasks_per_s: Option<f64>,
+    /// Ordering groups the tasks were spread over (0: none).
+    groups: usize,
     tasks: usize,
     batch: usize,
     durability: &'static str,
@@ -81,6 +83,9 @@ pub async fn run(a: LedgerBenchArgs) -> Result<()> {
             r.prefill_tasks_per_s.unwrap_or(0.0)
         );
     }
+    if r.groups > 0 {
+        println!("ordering groups: {}", r.groups);
+    }
     println!("tasks: {}", r.tasks);
     println!("batch: {}", r.batch);
     println!("durability: {}", r.durability);
@@ -116,6 +121,9 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
     );
     let mut kind = KindConfig::new(KIND, Target::InProcess);
     kind.concurrency = a.concurrency;
+    if a.groups > 0 {
+        kind.ordering = Some(backstop_core::group::Ordering::default());
+    }
     let engine = Engine::builder(store.clone())
         .kind(kind)
         .handler(
@@ -150,6 +158,7 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
                 kind: KIND.into(),
                 key: format!("bench-{i}"),
                 payload: format!(r#"{{"n":{i}}}"#).into_bytes(),
+                group: (a.groups > 0).then(|| format!("g{}", i % a.groups)),
                 ..Default::default()
             })
             .collect();
@@ -192,6 +201,7 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
         isolated_in: place.isolated_in(),
         prefill_finished: a.prefill_finished,
         prefill_tasks_per_s: prefill_took.map(|t| a.prefill_finished as f64 / t.as_secs_f64()),
+        groups: a.groups,
         tasks: a.tasks,
         batch: a.batch,
         durability: match place {
