@@ -23,12 +23,13 @@ CREATE TABLE backstop_task_groups (
     PRIMARY KEY (kind, grp)
 ) WITHOUT ROWID;
 
--- A grouped row takes the next place of its group and, when an open task of the group is
--- there before it, is parked. A trigger, so that the outbox INSERT with a `grp` column gets
--- exactly what an enqueue gets. SQLite has one writer: places follow commit order by
--- themselves.
+-- A grouped row that arrives without a place takes the next place of its group and, when an
+-- open task of the group is there before it, is parked. A trigger, so that the outbox INSERT
+-- with a `grp` column gets exactly what an enqueue gets; the store's own enqueue gives rows
+-- their places before writing them, the same way in fewer statements (src/groups.rs).
+-- SQLite has one writer: places follow commit order by themselves.
 CREATE TRIGGER backstop_tasks_grp_insert AFTER INSERT ON backstop_tasks
-WHEN NEW.grp IS NOT NULL
+WHEN NEW.grp IS NOT NULL AND NEW.grp_seq IS NULL
 BEGIN
     -- Not INSERT OR IGNORE: a trigger's conflict clause gives way to its statement's (the
     -- store inserts OR FAIL), so the row is added only where it is missing.

@@ -62,7 +62,8 @@ pub(crate) fn record(
                     Some(s) => s,
                     slot => slot.insert(db.prepare(&INSERT_SQL[SHAPES.len() - 1])?),
                 };
-                let values = row(t, now);
+                // Unplaced: the insert trigger places a callback's grouped task.
+                let values = row(t, now, None);
                 if ins.execute(&values)? == 1 {
                     (CallbackVerdict::Accepted, Some(t.id), None)
                 } else {

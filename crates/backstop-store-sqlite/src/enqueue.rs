@@ -4,10 +4,12 @@
 
 use crate::Inner;
 use crate::SqliteStore;
+use crate::groups::Place;
 use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_id, status_code};
 use crate::shapes::chunks;
+use backstop_core::group::PARKED_RUN_AT;
 use backstop_core::store::{BoxFuture, Enqueue, EnqueueParams, EnqueueResult};
 use backstop_core::{NewTask, RecordCallbackParams, RecordedCallback, StoreError};
 use sqlx::SqliteConnection;
@@ -158,12 +160,12 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
 /// appends to the table and to the time-ordered indexes skip the descent from the root that a
 /// one-row statement pays; past 32 rows, preparing the statement costs more than that saves.
 pub(crate) const SHAPES: &[usize] = &[32, 8, 2, 1];
-pub(crate) const COLS: usize = 13;
+pub(crate) const COLS: usize = 15;
 
 /// One INSERT per shape; each row binds (id, kind, key, payload, max_attempts, run_at,
-/// expires_at, traceparent, status, reason, origin, now, grp) — see [`row`]. A grouped row
-/// takes its place in its group (and is parked behind an open task) by the migration's
-/// insert trigger, as an outbox row does.
+/// expires_at, traceparent, status, reason, origin, now, grp, grp_seq, parked_run_at) — see
+/// [`row`]. A grouped row comes placed by [`crate::groups::place`]; one without a place
+/// (a callback's task) is placed by the migration's insert trigger, as an outbox row is.
 pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
     SHAPES
         .iter()
@@ -171,14 +173,15 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             let values = (0..*rows)
                 .map(|r| {
                     let p: Vec<String> = (1..=COLS).map(|c| format!("?{}", r * COLS + c)).collect();
-                    let (status, reason, origin, now, grp) = (&p[8], &p[9], &p[10], &p[11], &p[12]);
+                    let (status, reason, origin, now) = (&p[8], &p[9], &p[10], &p[11]);
                     // The intake decides the status: pending (0), a dead letter at once (3,
                     // Intake::Failed, its reason also its last error) or compensated (4,
                     // Intake::Compensated). created_at and updated_at are both `now`.
                     format!(
                         "({}, {status}, {reason}, CASE WHEN {status} = 3 THEN {reason} END, \
-                         {origin}, {now}, {now}, {grp})",
-                        p[..8].join(", ")
+                         {origin}, {now}, {now}, {})",
+                        p[..8].join(", "),
+                        p[12..].join(", ")
                     )
                 })
                 .collect::<Vec<_>>()
@@ -187,21 +190,24 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             format!(
                 "INSERT OR FAIL INTO backstop_tasks (id, kind, key, payload, max_attempts, run_at, \
                  expires_at, traceparent, status, reason, last_error, origin, created_at, \
-                 updated_at, grp) VALUES {values} ON CONFLICT (kind, key) DO NOTHING"
+                 updated_at, grp, grp_seq, parked_run_at) VALUES {values} ON CONFLICT (kind, key) DO NOTHING"
             )
         })
         .collect()
 });
 
-/// The values of one row of [`INSERT_SQL`]: `t`, created at `now` (epoch milliseconds).
-pub(crate) fn row(t: &NewTask, now: i64) -> [Value<'_>; COLS] {
+/// The values of one row of [`INSERT_SQL`]: `t`, created at `now` (epoch milliseconds), in
+/// its group's `place` if given (parked: `run_at` is the sentinel, its own kept aside).
+pub(crate) fn row(t: &NewTask, now: i64, place: Option<Place>) -> [Value<'_>; COLS] {
+    let run_at = to_ms(t.run_at);
+    let parked = place.is_some_and(|p| p.parked);
     [
         id_bytes(&t.id).into(),
         t.kind.as_str().into(),
         t.key.as_str().into(),
         t.payload.as_slice().into(),
         i64::from(t.max_attempts).into(),
-        to_ms(t.run_at).into(),
+        Value::Int(if parked { to_ms(PARKED_RUN_AT) } else { run_at }),
         t.expires_at.map(to_ms).into(),
         t.traceparent.as_deref().into(),
         Value::Int(status_code(t.intake.status())),
@@ -209,6 +215,8 @@ pub(crate) fn row(t: &NewTask, now: i64) -> [Value<'_>; COLS] {
         t.origin.as_deref().into(),
         Value::Int(now),
         t.group.as_deref().into(),
+        place.map(|p| p.seq).into(),
+        parked.then_some(run_at).into(),
     ]
 }
 
@@ -273,14 +281,18 @@ fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, 
     let mut redelivered: Option<Stmt<'_>> = None;
     let mut values = Vec::with_capacity(SHAPES[0] * COLS);
     let mut results = Vec::with_capacity(tasks.len());
+    let places = crate::groups::place(db, tasks)?;
+    let mut places = places.into_iter();
+    // The groups of grouped repeats: placed rows behind them may need unparking.
+    let mut repeated: Vec<(&str, &str)> = Vec::new();
     for (shape, chunk) in chunks(tasks, SHAPES) {
         let insert = match &mut inserts[shape] {
             Some(s) => s,
             slot => slot.insert(db.prepare(&INSERT_SQL[shape])?),
         };
         values.clear();
-        for (t, now) in chunk {
-            values.extend_from_slice(&row(t, *now));
+        for ((t, now), place) in chunk.iter().zip(places.by_ref()) {
+            values.extend_from_slice(&row(t, *now, place));
         }
         if insert.execute(&values)? as usize == chunk.len() {
             results.extend(chunk.iter().map(|(t, _)| EnqueueResult::Created(t.id)));
@@ -294,6 +306,9 @@ fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, 
         // for redeliveries.
         for (t, now) in chunk {
             let result = existing_one(existing, t)?;
+            if let (Some(g), false) = (&t.group, matches!(result, EnqueueResult::Created(_))) {
+                repeated.push((t.kind.as_str(), g.as_str()));
+            }
             if let (EnqueueResult::Existing(id), Some(origin)) = (&result, &t.origin) {
                 let redelivered = match &mut redelivered {
                     Some(s) => s,
@@ -308,6 +323,9 @@ fn insert(db: &Db<'_>, tasks: &[(&NewTask, i64)]) -> Result<Vec<EnqueueResult>, 
             results.push(result);
         }
     }
+    repeated.sort_unstable();
+    repeated.dedup();
+    crate::groups::heal(db, repeated)?;
     Ok(results)
 }
 

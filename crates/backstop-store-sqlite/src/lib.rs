@@ -23,6 +23,7 @@ mod complete;
 mod connect;
 mod enqueue;
 mod entities;
+mod groups;
 mod lease;
 mod manual;
 mod migrate;

@@ -364,6 +364,35 @@ pub async fn a_batch_orders_its_group_in_batch_order_and_repeats_keep_their_plac
     }
 }
 
+pub async fn a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it(store: S) {
+    // h1 runs and succeeds: group H has nothing open.
+    let h1 = grouped("h1", "H");
+    put(&*store, h1.clone()).await;
+    let c = claim_all(&*store, at(0), OnFailure::Block).await;
+    end(&*store, &c[0], Status::Succeeded, AttemptOutcome::Succeeded).await;
+
+    // A producer's retry sends h1 again in one batch with a new h2 (and a new h3 after it).
+    let mut again = h1;
+    again.id = TaskId::new();
+    let batch = vec![again, grouped("h2", "H"), grouped("h3", "H")];
+    let r = store
+        .enqueue(EnqueueParams {
+            tasks: batch,
+            now: at(2),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(r[0], EnqueueResult::Existing(_)), "{r:?}");
+    let (h2, h3) = (get(&*store, r[1].id()).await, get(&*store, r[2].id()).await);
+    assert!(
+        !h2.parked,
+        "the repeat added no open task, so nothing is before h2"
+    );
+    assert!(h3.parked, "h3 waits for h2");
+    let c = claim_all(&*store, at(3), OnFailure::Block).await;
+    assert_eq!(keys(&c), ["h2"]);
+}
+
 pub async fn group_head_and_list_show_a_group(store: S) {
     assert!(
         store

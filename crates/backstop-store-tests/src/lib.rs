@@ -140,6 +140,7 @@ macro_rules! conformance_suite {
             a_rescued_task_holds_its_group_until_it_ends,
             groups_are_separate_per_kind,
             a_batch_orders_its_group_in_batch_order_and_repeats_keep_their_place,
+            a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it,
             group_head_and_list_show_a_group,
             concurrent_enqueues_into_one_group_are_claimed_in_group_order
         );
