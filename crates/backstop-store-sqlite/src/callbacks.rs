@@ -62,7 +62,7 @@ pub(crate) fn record(
                     Some(s) => s,
                     slot => slot.insert(db.prepare(&INSERT_SQL[SHAPES.len() - 1])?),
                 };
-                // Unplaced: the insert trigger places a callback's grouped task.
+                // Unplaced: `groups::place_unplaced` places a grouped one right after, in this transaction.
                 let values = row(t, now, None);
                 if ins.execute(&values)? == 1 {
                     (CallbackVerdict::Accepted, Some(t.id), None)

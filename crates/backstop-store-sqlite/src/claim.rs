@@ -71,6 +71,8 @@ pub(crate) async fn claim(
 }
 
 fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
+    // Outbox rows of a group get their places before anything is claimed.
+    crate::groups::place_unplaced(db)?;
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     let now = to_ms(p.now);
     let mut seqs = Vec::new();

@@ -76,6 +76,7 @@ fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseR
     let mut finish: Option<Stmt<'_>> = None;
     let mut retry: Option<(Stmt<'_>, Stmt<'_>)> = None;
     let mut stale = Vec::new();
+    let mut ended = Vec::new();
     for c in completions {
         // Every statement takes the same parameters, each using the ones it needs: ?1 id,
         // ?2 epoch, ?3 status, ?4 error, ?5 reason, ?6 outcome, ?7 HTTP status, ?8 start,
@@ -115,7 +116,15 @@ fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseR
         if applied == 0 {
             db.prepare(RECORD_STALE)?.execute(&values[..13])?;
             stale.push(c.lease);
+        } else if c.status != Status::Pending {
+            ended.push(&c.lease.id);
         }
+    }
+    if !ended.is_empty() {
+        // The next task of each ended task's group, if it was parked, is due now.
+        let ids = crate::groups::ids_json(ended);
+        db.prepare(&crate::groups::PROMOTE_IDS)?
+            .execute(&[ids.as_str().into()])?;
     }
     Ok(stale)
 }

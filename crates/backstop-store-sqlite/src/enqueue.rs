@@ -11,7 +11,7 @@ use crate::row::{id_bytes, parse_id, status_code};
 use crate::shapes::chunks;
 use backstop_core::group::PARKED_RUN_AT;
 use backstop_core::store::{BoxFuture, Enqueue, EnqueueParams, EnqueueResult};
-use backstop_core::{NewTask, RecordCallbackParams, RecordedCallback, StoreError};
+use backstop_core::{CallbackCheck, NewTask, RecordCallbackParams, RecordedCallback, StoreError};
 use sqlx::SqliteConnection;
 use std::sync::{LazyLock, Weak};
 use tokio::sync::{mpsc, oneshot};
@@ -258,6 +258,12 @@ async fn write_group(
             insert(db, &tasks)?
         };
         let recorded = crate::callbacks::record(db, &callbacks)?;
+        if callbacks
+            .iter()
+            .any(|c| matches!(&c.check, CallbackCheck::Verified(t) if t.group.is_some()))
+        {
+            crate::groups::place_unplaced(db)?;
+        }
         Ok((results, recorded))
     })
     .await?;

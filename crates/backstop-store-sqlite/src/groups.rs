@@ -1,20 +1,25 @@
-//! Places in ordering groups, given by the store's own enqueue (see `backstop_core::group`).
+//! Ordering groups on SQLite (see `backstop_core::group`): places given at enqueue, and the
+//! head of a group unparked whenever a task of it ends. All in the store's code, no trigger:
+//! on SQLite a trigger on the tasks table costs every insert and every status change about
+//! 17 µs (a trigger program is entered, its frame allocated, before its WHEN is tested), for
+//! grouped and ungrouped tasks alike, three times a plain row write; see BENCHMARKS.md.
 //!
-//! Migration 11's insert trigger places a grouped row that arrives without a place (an
-//! outbox INSERT, a callback's task), one row at a time: three statements on the groups
-//! table and two rewrites of the new row. An enqueue batch places its rows here instead,
-//! before they are written: one upsert and one look for an open task per group of the batch,
-//! and each row written once, already placed (or parked). Measured on 50,000 tasks in 10,000
-//! groups, this takes the insert from about four times the cost of an ungrouped one to about
-//! the same (BENCHMARKS.md).
+//! - An enqueue batch places its rows before writing them: one upsert and one look for an
+//!   open task per group of the batch, each row written once, already placed (or parked).
+//! - A row that arrives without a place (an outbox INSERT with `grp`, a callback's task) is
+//!   placed by the next write that places or claims ([`place_unplaced`], in insert order),
+//!   before anything else it does; until then no claim of the one writer has run, so nothing
+//!   could have taken it out of order.
+//! - Every path that ends tasks (completion, rescue, release, expiry, a manual resolve or
+//!   cancel) runs [`PROMOTE_MOVED`] or [`PROMOTE_IDS`] on them in its own transaction.
 //!
-//! SQLite has one writer, so places given inside the write transaction follow commit order
-//! as the trigger's do.
+//! SQLite has one writer, so places given inside the write transaction follow commit order.
 
 use crate::raw::{Db, Stmt, Value};
 use backstop_core::NewTask;
 use backstop_core::StoreError;
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 /// A grouped row's place, given before it is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,10 +35,11 @@ const TAKE: &str = "INSERT INTO backstop_task_groups (kind, grp, next_seq) VALUE
      ON CONFLICT (kind, grp) DO UPDATE SET next_seq = next_seq + excluded.next_seq \
      RETURNING next_seq";
 
-/// Whether the group has an open task: pending, running, or failed where its kind blocks.
+/// Whether the group has an open task: pending, running, or failed where its kind blocks;
+/// placed (rows are placed in insert order, so an unplaced row is after the one placed).
 const OPEN: &str = "SELECT EXISTS (SELECT 1 FROM backstop_tasks AS o \
      WHERE o.kind = ?1 AND o.grp = ?2 AND o.status IN (0, 1, 3) \
-       AND (o.status <> 3 OR o.grp_skip = 0))";
+       AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL)";
 
 /// Unparks the first open task of the group if it is parked: a repeat of an existing key
 /// takes a place without adding a row, so a row placed behind it may have nothing open
@@ -42,7 +48,7 @@ const HEAL: &str = "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run
      WHERE parked_run_at IS NOT NULL AND seq = ( \
        SELECT o.seq FROM backstop_tasks AS o \
        WHERE o.kind = ?1 AND o.grp = ?2 AND o.status IN (0, 1, 3) \
-         AND (o.status <> 3 OR o.grp_skip = 0) \
+         AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL \
        ORDER BY o.grp_seq LIMIT 1)";
 
 /// The place of each task of `tasks` (`None` for a task of no group), in batch order.
@@ -59,6 +65,8 @@ pub(crate) fn place(
     if count.is_empty() {
         return Ok(vec![None; tasks.len()]);
     }
+    // Rows committed before this batch (outbox inserts) take their places first.
+    place_unplaced(db)?;
     let (mut take, mut open) = (db.prepare(TAKE)?, db.prepare(OPEN)?);
     // Per group: the next place to give and whether an open task is before it.
     let mut next: HashMap<(&str, &str), (i64, bool)> = HashMap::with_capacity(count.len());
@@ -113,4 +121,80 @@ fn one_int(s: &mut Stmt<'_>, values: &[Value<'_>]) -> Result<i64, StoreError> {
         Ok(())
     })?;
     v.ok_or_else(|| StoreError::Database("a group statement answered no row".into()))
+}
+
+/// Unparks, for each listed task that has a group: the task itself if it ended while parked
+/// (canceled, expired), and the first open task of its group if that one is parked. `task`
+/// joins a listed element `j` to its row `t`.
+fn promote_sql(task: &str) -> String {
+    format!(
+        "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run_at = NULL
+         WHERE parked_run_at IS NOT NULL AND seq IN (
+             SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
+             WHERE t.grp IS NOT NULL AND t.status <> 0
+             UNION ALL
+             SELECT (SELECT o.seq FROM backstop_tasks AS o
+                     WHERE o.kind = t.kind AND o.grp = t.grp AND o.status IN (0, 1, 3)
+                       AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL
+                     ORDER BY o.grp_seq LIMIT 1)
+             FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
+             WHERE t.grp IS NOT NULL)"
+    )
+}
+
+/// [`promote_sql`] over a JSON array of moves `{"seq": …}` (`lease::MOVE`'s list).
+pub(crate) static PROMOTE_MOVED: LazyLock<String> =
+    LazyLock::new(|| promote_sql("t.seq = j.value ->> 'seq'"));
+
+/// [`promote_sql`] over a JSON array of task ids in hex.
+pub(crate) static PROMOTE_IDS: LazyLock<String> =
+    LazyLock::new(|| promote_sql("t.id = unhex(j.value)"));
+
+/// Grouped rows that arrived without a place, in insert order.
+const UNPLACED: &str = "SELECT seq, kind, grp, status FROM backstop_tasks \
+     WHERE grp IS NOT NULL AND grp_seq IS NULL ORDER BY seq";
+
+/// Gives one row its place and parks it when `?4` (an open task is before it).
+const SET_PLACE: &str = "UPDATE backstop_tasks SET grp_seq = ?2, \
+     parked_run_at = iif(?3, run_at, NULL), run_at = iif(?3, 253370764800000, run_at) \
+     WHERE seq = ?1";
+
+/// Places every grouped row that arrived without a place (see the module doc). Cheap when
+/// there is none: one look into an index that holds only such rows.
+pub(crate) fn place_unplaced(db: &Db<'_>) -> Result<(), StoreError> {
+    let mut rows: Vec<(i64, String, String, i64)> = Vec::new();
+    db.prepare(UNPLACED)?.query(&[], |r| {
+        rows.push((
+            r.int(0),
+            r.text(1)?.to_owned(),
+            r.text(2)?.to_owned(),
+            r.int(3),
+        ));
+        Ok(())
+    })?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let (mut take, mut open, mut set) =
+        (db.prepare(TAKE)?, db.prepare(OPEN)?, db.prepare(SET_PLACE)?);
+    for (seq, kind, grp, status) in &rows {
+        let place = one_int(
+            &mut take,
+            &[kind.as_str().into(), grp.as_str().into(), Value::Int(1)],
+        )?;
+        let opened = one_int(&mut open, &[kind.as_str().into(), grp.as_str().into()])?;
+        let parked = opened != 0 && *status == 0;
+        set.execute(&[
+            Value::Int(*seq),
+            Value::Int(place),
+            Value::Int(i64::from(parked)),
+        ])?;
+    }
+    Ok(())
+}
+
+/// The ids of `ids` as the JSON array [`PROMOTE_IDS`] reads.
+pub(crate) fn ids_json<'a>(ids: impl IntoIterator<Item = &'a backstop_core::TaskId>) -> String {
+    let hex: Vec<String> = ids.into_iter().map(crate::lease::hex_id).collect();
+    serde_json::to_string(&hex).unwrap_or_else(|_| "[]".into())
 }

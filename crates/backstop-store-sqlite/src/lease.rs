@@ -41,7 +41,7 @@ FROM (SELECT value ->> 'id' AS id, value ->> 'epoch' AS epoch FROM json_each(?1)
 WHERE t.id = unhex(c.id) AND t.epoch = c.epoch AND t.status = 0 AND t.lease_owner IS NOT NULL";
 
 /// An id as hex, the form in which ids travel inside JSON parameters (`unhex()` in SQL).
-fn hex_id(id: &TaskId) -> String {
+pub(crate) fn hex_id(id: &TaskId) -> String {
     id.0.simple().to_string()
 }
 
@@ -175,6 +175,12 @@ pub(crate) async fn end_attempts(
     sqlx::query(MOVE)
         .bind(moves)
         .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    // A row that failed where its kind skips failures ends its part in its group.
+    sqlx::query(sqlx::AssertSqlSafe(crate::groups::PROMOTE_MOVED.as_str()))
+        .bind(moves)
         .execute(&mut *conn)
         .await
         .map_err(db_err)?;

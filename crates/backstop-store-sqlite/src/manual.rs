@@ -157,6 +157,12 @@ async fn apply(
             .map_err(db_err)?;
         }
     }
+    // A resolve or cancel ends the task: its group goes on.
+    sqlx::query(sqlx::AssertSqlSafe(crate::groups::PROMOTE_IDS.as_str()))
+        .bind(crate::groups::ids_json([&p.id]))
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
     let row = sqlx::query(concat!(
         "SELECT ",
         task_columns!(),

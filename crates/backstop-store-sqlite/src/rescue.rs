@@ -123,6 +123,11 @@ async fn expire(conn: &mut SqliteConnection, p: &ExpireParams) -> Result<u64, St
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
+    sqlx::query(sqlx::AssertSqlSafe(crate::groups::PROMOTE_MOVED.as_str()))
+        .bind(&moves)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
     tx.commit().await.map_err(db_err)?;
     Ok(seqs.len() as u64)
 }

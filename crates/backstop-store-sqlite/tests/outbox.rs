@@ -260,6 +260,7 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
             "backstop_tasks_expiring",
             "backstop_tasks_grp_open",
             "backstop_tasks_leased",
+            "backstop_tasks_unplaced",
             "sqlite_autoindex_backstop_tasks_1",
             "sqlite_autoindex_backstop_tasks_2",
         ]
@@ -301,4 +302,105 @@ fn readme_documents_these_statements() {
             "docs/outbox.md lacks: {sql}"
         );
     }
+}
+
+/// An outbox row waits unplaced until the store's next claim or grouped enqueue. A task of
+/// its group that ends meanwhile still unparks the one placed after it, not the unplaced row
+/// (which would then be placed behind the parked one, and nothing of the group would run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_while_an_outbox_row_waits_unplaced_unparks_the_placed_task() {
+    use backstop_core::group::OnFailure;
+    use backstop_core::store::{ClaimParams, CompleteParams, Completion, EnqueueParams, LeaseRef};
+    use backstop_core::{AttemptOutcome, NewTask, Status, TaskId};
+    use jiff::Timestamp;
+
+    let (store, app, _dir) = fresh().await;
+    let now = Timestamp::now();
+    let new = |key: &str| NewTask {
+        id: TaskId::new(),
+        kind: "k".into(),
+        key: key.into(),
+        payload: b"{}".to_vec(),
+        max_attempts: 3,
+        run_at: now,
+        expires_at: None,
+        traceparent: None,
+        intake: Default::default(),
+        origin: None,
+        group: Some("G".into()),
+    };
+    let claim = |at: Timestamp| {
+        store.claim(ClaimParams {
+            kind: "k".into(),
+            limit: 10,
+            start: 10,
+            owner: "w".into(),
+            now: at,
+            lease_until: at + SignedDuration::from_secs(30),
+            max_attempts: 3,
+            on_group_failure: OnFailure::Block,
+        })
+    };
+    store
+        .enqueue(EnqueueParams {
+            tasks: vec![new("h1"), new("h2")],
+            now,
+        })
+        .await
+        .unwrap();
+    let c = claim(now).await.unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].key, "h1");
+    // The application's insert commits; no claim or enqueue has placed it yet.
+    sqlx::query(INSERT_GROUPED)
+        .bind("k")
+        .bind("u3")
+        .bind("{}")
+        .bind("G")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let done = Completion {
+        lease: LeaseRef {
+            id: c[0].id,
+            epoch: c[0].epoch,
+        },
+        attempt: c[0].attempt,
+        status: Status::Succeeded,
+        run_at: None,
+        last_error: None,
+        reason: None,
+        outcome: AttemptOutcome::Succeeded,
+        http_status: None,
+        note: None,
+        started_at: now,
+        ended_at: now,
+        worker: "w".into(),
+    };
+    let r = store
+        .complete(CompleteParams {
+            completions: vec![done],
+            starts: None,
+            now,
+        })
+        .await
+        .unwrap();
+    assert!(r.stale.is_empty());
+
+    let later = now + SignedDuration::from_secs(1);
+    let c = claim(later).await.unwrap();
+    assert_eq!(
+        c.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(),
+        ["h2"],
+        "h2 is next; u3 is placed behind it"
+    );
+    let u3 = store
+        .get_by_key(GetByKeyParams {
+            kind: "k".into(),
+            key: "u3".into(),
+        })
+        .await
+        .unwrap()
+        .expect("u3");
+    assert!(u3.parked, "u3 waits for h2");
 }
