@@ -38,7 +38,8 @@ CREATE TABLE {schema}.task_groups (
 -- lookup after it is a statement of its own, whose snapshot (READ COMMITTED) sees the tasks of
 -- whoever held the row before, and this statement's earlier rows.
 CREATE FUNCTION {schema}.group_insert() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 BEGIN
     INSERT INTO {schema}.task_groups AS g (kind, grp, next_seq) VALUES (NEW.kind, NEW.grp, 1)
     ON CONFLICT (kind, grp) DO UPDATE SET next_seq = g.next_seq + 1
@@ -57,6 +58,12 @@ BEGIN
 END
 $$;
 
+-- Both functions run with enable_seqscan off. PL/pgSQL keeps a statement's plan for the
+-- session: planned while the table was small (a new ledger), the look for an open task of the
+-- group scanned the whole table, and kept doing so as it grew (autovacuum's ANALYZE is what
+-- would replan it, and it may be off or late): every grouped insert read every task, an
+-- enqueue batch of 1,000 took seconds. Their lookups are meant for tasks_grp_open alone.
+--
 -- Tasks of no group pay only the WHEN condition: the function is not called for them.
 CREATE TRIGGER tasks_group_insert BEFORE INSERT ON {schema}.tasks
     FOR EACH ROW WHEN (NEW.grp IS NOT NULL)
@@ -72,7 +79,8 @@ CREATE TRIGGER tasks_group_insert BEFORE INSERT ON {schema}.tasks
 -- own run_at back too: it is no longer parked, and a manual retry of it later must not find
 -- it so. The unpark sets no status, so it sets off no trigger itself.
 CREATE FUNCTION {schema}.group_promote() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 BEGIN
     PERFORM FROM {schema}.task_groups WHERE kind = NEW.kind AND grp = NEW.grp FOR UPDATE;
     UPDATE {schema}.tasks SET run_at = parked_run_at, parked_run_at = NULL
