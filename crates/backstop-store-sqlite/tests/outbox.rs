@@ -310,24 +310,17 @@ fn readme_documents_these_statements() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_end_while_an_outbox_row_waits_unplaced_unparks_the_placed_task() {
     use backstop_core::group::OnFailure;
-    use backstop_core::store::{ClaimParams, CompleteParams, Completion, EnqueueParams, LeaseRef};
-    use backstop_core::{AttemptOutcome, NewTask, Status, TaskId};
+    use backstop_core::store::{ClaimParams, EnqueueParams};
+    use backstop_core::{AttemptOutcome, Status};
+    use backstop_store_tests::fixtures;
     use jiff::Timestamp;
 
     let (store, app, _dir) = fresh().await;
     let now = Timestamp::now();
-    let new = |key: &str| NewTask {
-        id: TaskId::new(),
-        kind: "k".into(),
-        key: key.into(),
-        payload: b"{}".to_vec(),
-        max_attempts: 3,
-        run_at: now,
-        expires_at: None,
-        traceparent: None,
-        intake: Default::default(),
-        origin: None,
-        group: Some("G".into()),
+    let new = |key: &str| {
+        let mut t = backstop_store_tests::groups::grouped(key, "G");
+        t.run_at = now;
+        t
     };
     let claim = |at: Timestamp| {
         store.claim(ClaimParams {
@@ -360,32 +353,8 @@ async fn an_end_while_an_outbox_row_waits_unplaced_unparks_the_placed_task() {
         .execute(&app.pool)
         .await
         .unwrap();
-    let done = Completion {
-        lease: LeaseRef {
-            id: c[0].id,
-            epoch: c[0].epoch,
-        },
-        attempt: c[0].attempt,
-        status: Status::Succeeded,
-        run_at: None,
-        last_error: None,
-        reason: None,
-        outcome: AttemptOutcome::Succeeded,
-        http_status: None,
-        note: None,
-        started_at: now,
-        ended_at: now,
-        worker: "w".into(),
-    };
-    let r = store
-        .complete(CompleteParams {
-            completions: vec![done],
-            starts: None,
-            now,
-        })
-        .await
-        .unwrap();
-    assert!(r.stale.is_empty());
+    let done = fixtures::completion(&c[0], Status::Succeeded, AttemptOutcome::Succeeded, now);
+    fixtures::complete(&*store, vec![done], now).await;
 
     let later = now + SignedDuration::from_secs(1);
     let c = claim(later).await.unwrap();

@@ -15,7 +15,7 @@ mod claim;
 mod complete;
 mod enqueue;
 mod entities;
-mod fixtures;
+pub mod fixtures;
 pub mod groups;
 mod holds;
 mod intake;
