@@ -16,29 +16,6 @@ use tokio::sync::Mutex;
 /// which the others' races would add to.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
-/// Deadlocks InnoDB has detected since the server started (MariaDB's status variable, or
-/// MySQL's `lock_deadlocks` metric).
-async fn deadlocks() -> i64 {
-    let url = common::url().expect("the test server URL");
-    let mut conn = <sqlx::MySqlConnection as sqlx::Connection>::connect(&url)
-        .await
-        .expect("connect");
-    let status: Option<(String, String)> =
-        sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
-            .fetch_optional(&mut conn)
-            .await
-            .expect("status");
-    match status {
-        Some((_, n)) => n.parse().expect("a count"),
-        None => sqlx::query_scalar(
-            "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'lock_deadlocks'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .expect("lock_deadlocks"),
-    }
-}
-
 fn task(kind: &str, key: String, payload: &str) -> NewTask {
     NewTask {
         id: TaskId::new(),
@@ -178,14 +155,14 @@ async fn racing_claims_and_completions_never_deadlock() {
     }
     let _one = ONE_AT_A_TIME.lock().await;
     let (_guard, a, b) = two_stores_with_due_tasks(1200).await;
-    let before = deadlocks().await;
+    let before = common::deadlocks().await;
     let done: usize = drain_with_six_workers(&a, &b)
         .await
         .iter()
         .map(Vec::len)
         .sum();
     assert_eq!(done, 1200);
-    let after = deadlocks().await;
+    let after = common::deadlocks().await;
     assert_eq!(
         after - before,
         0,

@@ -8,6 +8,7 @@ mod common;
 use backstop_core::store::*;
 use backstop_core::*;
 use backstop_store_mysql::{MysqlOptions, MysqlStore};
+use backstop_store_tests::fixtures::completion;
 use common::PrefixGuard;
 use jiff::{SignedDuration, Timestamp};
 use std::collections::HashMap;
@@ -89,7 +90,7 @@ async fn grouped_ends_racing_grouped_enqueues_never_deadlock() {
     const PER_GROUP: usize = 40;
     let guard = PrefixGuard::new();
     let (a, b) = (guard.store().await, guard.store().await);
-    let before = deadlocks().await;
+    let before = common::deadlocks().await;
     let producers: Vec<_> = (0..8)
         .map(|p| {
             let store = if p % 2 == 0 { a.clone() } else { b.clone() };
@@ -130,7 +131,11 @@ async fn grouped_ends_racing_grouped_enqueues_never_deadlock() {
             "{group} out of order: {seqs:?}"
         );
     }
-    assert_eq!(deadlocks().await - before, 0, "InnoDB detected deadlocks");
+    assert_eq!(
+        common::deadlocks().await - before,
+        0,
+        "InnoDB detected deadlocks"
+    );
 }
 
 /// Claims and completes until every task ran; notes each claimed task's group and place.
@@ -169,23 +174,9 @@ async fn work(
             let other = running.lock().unwrap().insert(group.clone(), c.id);
             assert_eq!(other, None, "two tasks of {group} at once");
             seen.lock().unwrap().push((group, seq));
-            done.push(Completion {
-                lease: LeaseRef {
-                    id: c.id,
-                    epoch: c.epoch,
-                },
-                attempt: c.attempt,
-                status: Status::Succeeded,
-                run_at: None,
-                last_error: None,
-                reason: None,
-                outcome: AttemptOutcome::Succeeded,
-                http_status: None,
-                note: None,
-                started_at: now,
-                ended_at: now,
-                worker: format!("w{w}"),
-            });
+            let mut c = completion(c, Status::Succeeded, AttemptOutcome::Succeeded, now);
+            c.worker = format!("w{w}");
+            done.push(c);
         }
         // Out of the running set before the commit that lets the next one be claimed.
         for c in &claimed {
@@ -200,27 +191,5 @@ async fn work(
             .await
             .unwrap();
         assert!(r.stale.is_empty());
-    }
-}
-
-/// Deadlocks InnoDB has detected since the server started (as in `concurrency.rs`).
-async fn deadlocks() -> i64 {
-    let url = common::url().expect("the test server URL");
-    let mut conn = <sqlx::MySqlConnection as sqlx::Connection>::connect(&url)
-        .await
-        .expect("connect");
-    let status: Option<(String, String)> =
-        sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
-            .fetch_optional(&mut conn)
-            .await
-            .expect("status");
-    match status {
-        Some((_, n)) => n.parse().expect("a count"),
-        None => sqlx::query_scalar(
-            "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'lock_deadlocks'",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .expect("lock_deadlocks"),
     }
 }

@@ -59,3 +59,26 @@ impl Drop for PrefixGuard {
         let _ = self.scratch.drop_all_blocking();
     }
 }
+
+/// Deadlocks InnoDB has detected since the server started (MariaDB's status variable, or
+/// MySQL's `lock_deadlocks` metric).
+pub async fn deadlocks() -> i64 {
+    let url = url().expect("the test server URL");
+    let mut conn = <sqlx::MySqlConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connect");
+    let status: Option<(String, String)> =
+        sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+            .fetch_optional(&mut conn)
+            .await
+            .expect("status");
+    match status {
+        Some((_, n)) => n.parse().expect("a count"),
+        None => sqlx::query_scalar(
+            "SELECT `COUNT` FROM information_schema.INNODB_METRICS WHERE NAME = 'lock_deadlocks'",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .expect("lock_deadlocks"),
+    }
+}
