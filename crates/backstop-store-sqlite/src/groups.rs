@@ -30,26 +30,53 @@ pub(crate) struct Place {
     pub parked: bool,
 }
 
+/// The condition under which a task `o` of a group holds it: open (pending, running, or
+/// failed where its kind blocks) and placed (rows are placed in insert order, so an unplaced
+/// row is after every placed one).
+macro_rules! holds_its_group {
+    () => {
+        "o.status IN (0, 1, 3) AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL"
+    };
+}
+
+/// The first task holding the group of kind `$kind` and group `$grp` (SQL expressions): the
+/// group's head.
+macro_rules! head_of_group {
+    ($kind:literal, $grp:literal) => {
+        concat!(
+            "SELECT o.seq FROM backstop_tasks AS o WHERE o.kind = ",
+            $kind,
+            " AND o.grp = ",
+            $grp,
+            " AND ",
+            holds_its_group!(),
+            " ORDER BY o.grp_seq LIMIT 1"
+        )
+    };
+}
+pub(crate) use holds_its_group;
+
 /// Takes `n` places of a group at once; answers the last.
 const TAKE: &str = "INSERT INTO backstop_task_groups (kind, grp, next_seq) VALUES (?1, ?2, ?3) \
      ON CONFLICT (kind, grp) DO UPDATE SET next_seq = next_seq + excluded.next_seq \
      RETURNING next_seq";
 
-/// Whether the group has an open task: pending, running, or failed where its kind blocks;
-/// placed (rows are placed in insert order, so an unplaced row is after the one placed).
-const OPEN: &str = "SELECT EXISTS (SELECT 1 FROM backstop_tasks AS o \
-     WHERE o.kind = ?1 AND o.grp = ?2 AND o.status IN (0, 1, 3) \
-       AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL)";
+/// Whether a task holds the group (then a new row is parked behind it).
+const OPEN: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM backstop_tasks AS o WHERE o.kind = ?1 AND o.grp = ?2 AND ",
+    holds_its_group!(),
+    ")"
+);
 
 /// Unparks the first open task of the group if it is parked: a repeat of an existing key
 /// takes a place without adding a row, so a row placed behind it may have nothing open
 /// before it after all.
-const HEAL: &str = "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run_at = NULL \
-     WHERE parked_run_at IS NOT NULL AND seq = ( \
-       SELECT o.seq FROM backstop_tasks AS o \
-       WHERE o.kind = ?1 AND o.grp = ?2 AND o.status IN (0, 1, 3) \
-         AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL \
-       ORDER BY o.grp_seq LIMIT 1)";
+const HEAL: &str = concat!(
+    "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run_at = NULL \
+     WHERE parked_run_at IS NOT NULL AND seq = (",
+    head_of_group!("?1", "?2"),
+    ")"
+);
 
 /// The place of each task of `tasks` (`None` for a task of no group), in batch order.
 pub(crate) fn place(
@@ -133,12 +160,10 @@ fn promote_sql(task: &str) -> String {
              SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
              WHERE t.grp IS NOT NULL AND t.status <> 0
              UNION ALL
-             SELECT (SELECT o.seq FROM backstop_tasks AS o
-                     WHERE o.kind = t.kind AND o.grp = t.grp AND o.status IN (0, 1, 3)
-                       AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL
-                     ORDER BY o.grp_seq LIMIT 1)
+             SELECT ({head})
              FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
-             WHERE t.grp IS NOT NULL)"
+             WHERE t.grp IS NOT NULL)",
+        head = head_of_group!("t.kind", "t.grp"),
     )
 }
 

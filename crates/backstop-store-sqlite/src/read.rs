@@ -179,9 +179,9 @@ pub(crate) async fn group_head(
     sqlx::query(concat!(
         "SELECT ",
         task_columns!(),
-        " FROM backstop_tasks WHERE kind = ?1 AND grp = ?2 AND grp IS NOT NULL
-          AND status IN (0, 1, 3) AND (status <> 3 OR grp_skip = 0)
-          ORDER BY grp_seq LIMIT 1"
+        " FROM backstop_tasks AS o WHERE o.kind = ?1 AND o.grp = ?2 AND ",
+        crate::groups::holds_its_group!(),
+        " ORDER BY o.grp_seq LIMIT 1"
     ))
     .bind(&p.kind)
     .bind(&p.group)
