@@ -68,6 +68,15 @@ impl KindConfig {
             .unwrap_or_default()
     }
 
+    /// The group a dead letter of this kind in `group` holds: that group when the kind blocks
+    /// on failure, `None` when it skips (or the task has no group).
+    pub fn blocked_group<'a>(&self, group: Option<&'a str>) -> Option<&'a str> {
+        match self.on_group_failure() {
+            crate::group::OnFailure::Block => group,
+            crate::group::OnFailure::Skip => None,
+        }
+    }
+
     /// A kind with the defaults of DESIGN.md: 8 attempts, exponential 2 s…5 min ±20 %,
     /// 30 s timeout, 32 concurrent attempts (512 for a broker target), a 60 s lease.
     pub fn new(name: impl Into<String>, target: Target) -> Self {

@@ -79,10 +79,7 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
     let lease = lease_of(&task);
     let started_at = slot.clock.now();
     let (attempt, max_attempts) = (task.attempt, task.max_attempts);
-    let blocks = match cfg.on_group_failure() {
-        backstop_core::group::OnFailure::Block => task.group.clone(),
-        backstop_core::group::OnFailure::Skip => None,
-    };
+    let blocks = cfg.blocked_group(task.group.as_deref()).map(String::from);
     kind.metrics.attempts.increment(1);
     kind.metrics
         .start_delay

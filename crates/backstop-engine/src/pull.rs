@@ -6,7 +6,6 @@ use crate::engine::Engine;
 use crate::lease_token::LeaseToken;
 use backstop_core::clock::add;
 use backstop_core::decide::{decide, expired};
-use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask, CompleteParams, Completion, HeartbeatParams};
 use backstop_core::store::{GetParams, TimelineParams};
 use backstop_core::{Outcome, RetryPolicy, Status, StoreError, Target};
@@ -423,12 +422,11 @@ impl Engine {
                 );
                 let reason = d.reason.as_deref().unwrap_or("");
                 ctx.alerts.dead_letter(&task.kind, task.id, error, reason);
-                let blocks = ctx
-                    .kinds
-                    .configs()
+                let configs = ctx.kinds.configs();
+                let blocks = configs
                     .get(&task.kind)
-                    .is_some_and(|k| k.on_group_failure() == OnFailure::Block);
-                if let (true, Some(g)) = (blocks, &task.group) {
+                    .and_then(|k| k.blocked_group(task.group.as_deref()));
+                if let Some(g) = blocks {
                     ctx.alerts.group_blocked(&task.kind, g, task.id, error);
                 }
             }
