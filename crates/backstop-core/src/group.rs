@@ -1,8 +1,9 @@
 //! Ordering per business key: the tasks of one group of one kind run one at a time, in the
 //! order their enqueues committed.
 //!
-//! How the ledger keeps it (every store the same way, most of it in the database so that an
-//! outbox `INSERT` gets it too):
+//! How the ledger keeps it (every store the same way; PostgreSQL and MySQL/MariaDB number
+//! rows in an insert trigger so that an outbox `INSERT` gets it too, SQLite in its code, see
+//! docs/ordering.md):
 //!
 //! - **A sequence per group, assigned at commit.** A grouped task takes the next number of its
 //!   `(kind, group)` from a row that its transaction locks until it commits, so producers of one

@@ -29,8 +29,8 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, Row};
 use std::collections::BTreeSet;
 
-/// The first open task of a group, one dive into the `grp_open` index. Binds: kind, group.
-const HEAD: &str = "SELECT seq, parked_run_at FROM {tasks} FORCE INDEX (grp_open)
+/// Where a group's first open task is: one dive into the `grp_open` index. Binds: kind, group.
+const FIRST_OPEN: &str = "FROM {tasks} FORCE INDEX (grp_open)
     WHERE kind = ? AND grp = ? AND grp_open_seq IS NOT NULL ORDER BY grp_open_seq LIMIT 1";
 
 /// The groups' rows, locked until the commit, in key order. Binds per group: kind, group.
@@ -116,7 +116,8 @@ impl Ending {
         let groups: Vec<&(Vec<u8>, Vec<u8>)> = self.0.iter().collect();
         let mut parked = Vec::new();
         for list in padded_lists(&groups) {
-            let sql = repeat(&format!("({HEAD})"), " UNION ALL ", list.len());
+            let head = format!("(SELECT seq, parked_run_at {FIRST_OPEN})");
+            let sql = repeat(&head, " UNION ALL ", list.len());
             let mut q = sqlx::query(db.tables.q(&sql));
             for (kind, grp) in list {
                 q = q.bind(kind.as_slice()).bind(grp.as_slice());
@@ -191,10 +192,7 @@ impl GroupLocks {
 
 /// The task a group waits for: its first open task, or `None` when every task ended.
 pub(crate) async fn head(db: &Db, p: &GroupHeadParams) -> Result<Option<Task>, StoreError> {
-    let sql = format!(
-        "SELECT {TASK_COLUMNS} FROM {{tasks}} FORCE INDEX (grp_open) WHERE kind = ? AND grp = ? \
-         AND grp_open_seq IS NOT NULL ORDER BY grp_open_seq LIMIT 1"
-    );
+    let sql = format!("SELECT {TASK_COLUMNS} {FIRST_OPEN}");
     sqlx::query(db.tables.q(&sql))
         .bind(p.kind.as_str())
         .bind(p.group.as_str())
