@@ -1,8 +1,9 @@
 //! Ordering groups on SQLite (see `backstop_core::group`): places given at enqueue, and the
 //! head of a group unparked whenever a task of it ends. All in the store's code, no trigger:
-//! on SQLite a trigger on the tasks table costs every insert and every status change about
-//! 17 µs (a trigger program is entered, its frame allocated, before its WHEN is tested), for
-//! grouped and ungrouped tasks alike, three times a plain row write; see BENCHMARKS.md.
+//! on SQLite a trigger on the tasks table costs every insert and every status change it could
+//! fire for, before its WHEN is tested, grouped and ungrouped tasks alike: an insert measured
+//! about 13 µs without one and 50 µs with one, a status change 15 and 30–35 µs (BENCHMARKS.md,
+//! `bench/sqlite-triggers`).
 //!
 //! - An enqueue batch places its rows before writing them: one upsert and one look for an
 //!   open task per group of the batch, each row written once, already placed (or parked).
