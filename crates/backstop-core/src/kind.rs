@@ -57,6 +57,11 @@ pub struct KindConfig {
     /// Ordering per group ([`crate::group`]): `None` orders only tasks enqueued with a group
     /// (with the default `on_failure`).
     pub ordering: Option<crate::group::Ordering>,
+    /// The circuit breaker ([`crate::breaker`]): `None` never trips.
+    pub breaker: Option<crate::breaker::BreakerConfig>,
+    /// A 429 or 503 with `Retry-After` pauses the whole kind until then, not only the task
+    /// that got it (on by default).
+    pub honour_retry_after: bool,
 }
 
 impl KindConfig {
@@ -98,6 +103,8 @@ impl KindConfig {
             lease: Duration::from_secs(60),
             paused: false,
             ordering: None,
+            breaker: None,
+            honour_retry_after: true,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod backoff;
+pub mod breaker;
 pub mod broker;
 pub mod callback;
 pub mod classify;
@@ -22,6 +23,7 @@ pub mod machine;
 pub mod manual;
 pub mod optimism;
 pub mod outcome;
+pub mod pause;
 pub mod schedule;
 pub mod store;
 pub mod task;

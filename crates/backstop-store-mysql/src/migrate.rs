@@ -61,6 +61,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0010_checkpoints.sql"),
     ),
     (11, "groups", include_str!("../migrations/0011_groups.sql")),
+    (12, "pauses", include_str!("../migrations/0012_pauses.sql")),
 ];
 
 /// ER_DUP_FIELDNAME: the column an `ADD COLUMN` adds is there already.

@@ -6,7 +6,8 @@ use backstop_core::StoreError;
 /// The prefix used when none is given: tables `backstop_tasks`, `backstop_events`,
 /// `backstop_leaders`, `backstop_beats`, `backstop_statement_runs`, `backstop_entities`,
 /// `backstop_entity_events`, `backstop_entity_decisions`, `backstop_callbacks`,
-/// `backstop_schedules`, `backstop_task_groups`, `backstop_schema`.
+/// `backstop_schedules`, `backstop_task_groups`, `backstop_pauses`, `backstop_pause_log`,
+/// `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
 /// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
@@ -41,7 +42,7 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), StoreError> {
 /// through it (`{tasks}` …), and dropping a scratch ledger drops exactly these, so that a table
 /// added here is both usable in templates and dropped, and one missing here is usable in
 /// neither.
-pub(crate) const TABLES: [&str; 12] = [
+pub(crate) const TABLES: [&str; 14] = [
     "schema",
     "tasks",
     "events",
@@ -54,6 +55,8 @@ pub(crate) const TABLES: [&str; 12] = [
     "callbacks",
     "schedules",
     "task_groups",
+    "pauses",
+    "pause_log",
 ];
 
 /// The ledger's table names, for one validated prefix.
@@ -87,7 +90,8 @@ impl Tables {
 
     /// `template` with each placeholder of [`TABLES`] (`{tasks}`, `{events}`, `{leaders}`,
     /// `{beats}`, `{statement_runs}`, `{entities}`, `{entity_events}`, `{entity_decisions}`,
-    /// `{callbacks}`, `{schedules}`, `{task_groups}`, `{schema}`) replaced by the table's name.
+    /// `{callbacks}`, `{schedules}`, `{task_groups}`, `{pauses}`, `{pause_log}`, `{schema}`)
+    /// replaced by the table's name.
     pub(crate) fn sql(&self, template: &str) -> String {
         self.names
             .iter()

@@ -33,6 +33,7 @@ mod groups;
 mod lease;
 mod manual;
 mod migrate;
+mod pauses;
 mod read;
 mod rescue;
 mod retention;

@@ -56,6 +56,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0012_checkpoints.sql"),
     ),
     (13, "groups", include_str!("../migrations/0013_groups.sql")),
+    (14, "pauses", include_str!("../migrations/0014_pauses.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

@@ -27,6 +27,7 @@ mod groups;
 mod lease;
 mod manual;
 mod migrate;
+mod pauses;
 #[cfg(test)]
 mod plans;
 mod raw;

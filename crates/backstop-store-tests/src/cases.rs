@@ -13,6 +13,7 @@ pub use crate::intake::*;
 pub use crate::leadership::*;
 pub use crate::leases::*;
 pub use crate::manual::*;
+pub use crate::pauses::*;
 pub use crate::reads::*;
 pub use crate::redrive::*;
 pub use crate::retention::*;

@@ -23,6 +23,7 @@ mod leadership;
 mod leases;
 mod manual;
 pub mod outbox;
+mod pauses;
 pub mod proxy;
 mod reads;
 mod redrive;
@@ -142,7 +143,11 @@ macro_rules! conformance_suite {
             a_batch_orders_its_group_in_batch_order_and_repeats_keep_their_place,
             a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it,
             group_head_and_list_show_a_group,
-            concurrent_enqueues_into_one_group_are_claimed_in_group_order
+            concurrent_enqueues_into_one_group_are_claimed_in_group_order,
+            pauses_of_each_cause_are_kept_side_by_side,
+            a_trip_counts_once_and_a_retry_after_only_moves_later,
+            a_resume_clears_what_it_names_and_is_recorded,
+            concurrent_trips_keep_the_highest_count
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

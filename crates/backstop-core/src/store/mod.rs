@@ -20,6 +20,7 @@
 //! | `entities` | [`Entities`] | transition_entity, entity |
 //! | `callbacks` | [`Callbacks`] | record_callback, list_callbacks |
 //! | `schedules` | [`Schedules`] | schedules, advance_schedule, advance_schedules, pause_schedule, define_schedule, database_now |
+//! | `pauses` | [`Pauses`] | pauses, pause, resume, pause_history |
 //! | `watch` | [`WorkWatch`] | watch_work |
 //!
 //! A service that needs one concern can take that trait (`Arc<dyn Store>` upcasts to
@@ -39,6 +40,7 @@ mod error;
 mod lease;
 mod manual;
 mod migrate;
+mod pauses;
 mod read;
 mod rescue;
 mod retention;
@@ -62,6 +64,7 @@ pub use lease::{
 };
 pub use manual::{ManualActions, ManualParams};
 pub use migrate::Migrations;
+pub use pauses::{PauseHistoryParams, PauseParams, Pauses, PausesParams, ResumeParams};
 pub use read::{
     CountsParams, GetByKeyParams, GetParams, GroupHeadParams, KeysParams, ListParams, ScanParams,
     StatusCounts, Tasks, TimelineParams,
@@ -101,6 +104,7 @@ pub trait Store:
     + Entities
     + Callbacks
     + Schedules
+    + Pauses
     + WorkWatch
     + Send
     + Sync
@@ -123,6 +127,7 @@ impl<T> Store for T where
         + Entities
         + Callbacks
         + Schedules
+        + Pauses
         + WorkWatch
         + Send
         + Sync

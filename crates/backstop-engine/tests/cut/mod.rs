@@ -293,4 +293,31 @@ impl Schedules for Cut {
     }
 }
 
+impl Pauses for Cut {
+    fn pauses(
+        &self,
+        p: PausesParams,
+    ) -> BoxFuture<'_, Result<Vec<backstop_core::pause::PauseRecord>, StoreError>> {
+        self.gate(self.inner.pauses(p))
+    }
+
+    fn pause(&self, p: PauseParams) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.gate(self.inner.pause(p))
+    }
+
+    fn resume(
+        &self,
+        p: ResumeParams,
+    ) -> BoxFuture<'_, Result<Vec<backstop_core::pause::PauseRecord>, StoreError>> {
+        self.gate(self.inner.resume(p))
+    }
+
+    fn pause_history(
+        &self,
+        p: PauseHistoryParams,
+    ) -> BoxFuture<'_, Result<Vec<backstop_core::pause::PauseEntry>, StoreError>> {
+        self.gate(self.inner.pause_history(p))
+    }
+}
+
 impl WorkWatch for Cut {}
