@@ -61,7 +61,7 @@ pub struct KindConfig {
     pub breaker: Option<crate::breaker::BreakerConfig>,
     /// A 429 or 503 with `Retry-After` pauses the whole kind until then, not only the task
     /// that got it (on by default).
-    pub honour_retry_after: bool,
+    pub pause_on_retry_after: bool,
 }
 
 impl KindConfig {
@@ -104,7 +104,7 @@ impl KindConfig {
             paused: false,
             ordering: None,
             breaker: None,
-            honour_retry_after: true,
+            pause_on_retry_after: true,
         }
     }
 }

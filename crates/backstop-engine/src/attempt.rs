@@ -13,6 +13,7 @@ use crate::context::{AlertHub, Kind};
 use crate::executor::Executor;
 use crate::held::Held;
 use crate::inflight::InFlight;
+use crate::pauses::trips::Trips;
 use backstop_core::decide::{decide, expired};
 use backstop_core::store::{Checkpointed, Checkpoints, Leases, SuspendParams};
 use backstop_core::store::{ClaimedTask, Completion, LeaseRef};
@@ -40,6 +41,8 @@ pub(crate) struct Slot {
     pub(crate) done: mpsc::Sender<Write>,
     /// Turns true when the engine is shutting down: resumable handlers stop and suspend.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// Where outcomes trip and close the kind's breaker.
+    pub(crate) trips: Trips,
 }
 
 /// The lease a claimed task is held or run under.
@@ -106,6 +109,14 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
             return None;
         }
         let now = slot.clock.now();
+        // The breaker counts it; a trip, a probe or a Retry-After is noted on the attempt.
+        let effect = slot
+            .trips
+            .after_attempt(kind, &report.outcome, report.http_status);
+        let note = match (report.note, effect) {
+            (Some(n), Some(e)) => Some(format!("{n}; {e}")),
+            (n, e) => n.or(e),
+        };
         let d = decide(
             attempt,
             max_attempts,
@@ -114,7 +125,7 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
             now,
             rand::random::<f64>(),
         );
-        (d, report.http_status, report.note)
+        (d, report.http_status, note)
     };
     let completion = Completion {
         lease,
@@ -183,7 +194,14 @@ async fn hand_off(
     finished: Option<Finished>,
     permit: OwnedSemaphorePermit,
 ) {
-    let next = slot.held.take();
+    // A paused kind starts nothing; a probing one starts its probes one at a time, from
+    // the dispatcher.
+    let gate = &slot.kind.gate;
+    let next = if gate.is_closed() || gate.is_probing() {
+        None
+    } else {
+        slot.held.take()
+    };
     let (start, answered) = match &next {
         Some(t) => {
             let (answer, answered) = oneshot::channel();

@@ -5,6 +5,7 @@
 //! it; the `imports` test checks.
 
 use crate::alerts::event::{AlertEvent, AlertName};
+use crate::gate::KindGate;
 use crate::metrics::{self, KindMetrics};
 use backstop_core::schedule::Schedule;
 use backstop_core::{AttemptOutcome, Clock, KindConfig, Store, Target, TaskId};
@@ -45,6 +46,8 @@ pub(crate) struct Kind {
     pub(crate) metrics: Arc<KindMetrics>,
     /// When a worker last asked this process to lease the kind (pull kinds).
     pub(crate) pulled: Mutex<Option<Timestamp>>,
+    /// Whether its tasks may start now (pauses, the breaker).
+    pub(crate) gate: KindGate,
 }
 
 /// The kind registry: every configured kind, and the wake of long-polling lease requests.
@@ -53,6 +56,8 @@ pub(crate) struct Kinds {
     entries: HashMap<String, Arc<Kind>>,
     /// Woken by new work of pull kinds, so that long-polling lease requests return promptly.
     pub(crate) pull_wake: Notify,
+    /// Woken when this process wrote a pause or a resume: the pause watch reads them at once.
+    pub(crate) pauses_changed: Notify,
 }
 
 impl Kinds {
@@ -71,6 +76,7 @@ impl Kinds {
                 delivery,
                 wake: Notify::new(),
                 pulled: Mutex::new(None),
+                gate: KindGate::new(&config.name, config.paused, config.breaker.clone()),
             };
             entries.insert(config.name.clone(), Arc::new(kind));
             by_name.insert(config.name.clone(), config);
@@ -79,6 +85,7 @@ impl Kinds {
             configs: by_name,
             entries,
             pull_wake: Notify::new(),
+            pauses_changed: Notify::new(),
         }
     }
 

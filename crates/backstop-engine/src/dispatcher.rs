@@ -11,9 +11,11 @@ use crate::held::Held;
 use crate::inflight::{InFlight, Running};
 use crate::options::EngineOptions;
 use crate::pace::Pace;
+use crate::pauses::probe_lease;
+use crate::pauses::trips::Trips;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
-use backstop_core::store::{ClaimParams, ClaimedTask, LeaseRef, ReleaseParams};
+use backstop_core::store::{ClaimParams, ClaimedTask, LeadershipParams, LeaseRef, ReleaseParams};
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
@@ -58,6 +60,14 @@ impl Dispatcher {
                 held: Arc::new(Held::default()),
                 done,
                 stopping,
+                trips: Trips {
+                    pauses: ctx.store.clone(),
+                    cluster: ctx.store.clone(),
+                    clock: ctx.clock.clone(),
+                    owner: ctx.owner.clone(),
+                    alerts: ctx.alerts.clone(),
+                    kinds: ctx.kinds.clone(),
+                },
             },
             claim_batch: opts.claim_batch,
             poll_interval: opts.poll_interval,
@@ -83,12 +93,19 @@ impl Dispatcher {
         let mut asked = 0;
         // The last claim found less than it asked for: wait for an enqueue or the poll interval.
         let mut idle = false;
+        let mut gate = kind.gate.subscribe();
+        let mut probe = ProbeLease::default();
         loop {
             if *stop.borrow() {
                 break;
             }
+            let (closed, probing) = (kind.gate.is_closed(), kind.gate.is_probing());
+            if closed && held.len() > 0 {
+                // Paused: what is held goes back unstarted, spending no attempt.
+                give_back(slot, held.drain()).await;
+            }
             pace.started(held.started_since(), Instant::now());
-            if starting.is_none() && held.len() > 0 {
+            if !closed && !probing && starting.is_none() && held.len() > 0 {
                 starting = start_held(slot, &slots);
             }
             let waiting = held.len();
@@ -98,8 +115,21 @@ impl Dispatcher {
             // With nothing waiting, claim for the first free slot (low latency); with tasks
             // waiting, only once a quarter of the room is free (fewer, bigger commits).
             let worth = if waiting == 0 { 1 } else { (cap / 4).max(1) };
-            if claiming.is_none() && !idle && room >= worth {
-                asked = room.min(batch);
+            let may_claim = if closed {
+                false
+            } else if probing {
+                // One probe at a time, by the one process holding the probe lease.
+                running == 0
+                    && waiting == 0
+                    && claiming.is_none()
+                    && starting.is_none()
+                    && !idle
+                    && probe.hold(slot).await
+            } else {
+                room >= worth
+            };
+            if claiming.is_none() && !idle && may_claim {
+                asked = if probing { 1 } else { room.min(batch) };
                 let now = slot.clock.now();
                 let p = ClaimParams {
                     kind: cfg.name.clone(),
@@ -151,6 +181,10 @@ impl Dispatcher {
                 _ = held.taken(), if waiting > 0 => {}
                 _ = tokio::time::sleep(self.poll_interval), if idle && claiming.is_none() => idle = false,
                 _ = kind.wake.notified(), if idle => idle = false,
+                // Paused, resumed, probing: look again.
+                _ = gate.changed() => idle = false,
+                // Probing: the next probe (or the probe lease) in a while.
+                _ = tokio::time::sleep(self.poll_interval), if probing && claiming.is_none() => {}
                 _ = stop.changed() => {}
             }
         }
@@ -165,21 +199,78 @@ impl Dispatcher {
         {
             claimed(slot, &slots, tasks, |t| left.push(t)).await;
         }
-        if !left.is_empty() {
-            let leases: Vec<LeaseRef> = left.iter().map(lease_of).collect();
-            for l in &leases {
-                slot.inflight.remove(l);
+        give_back(slot, left).await;
+    }
+}
+
+/// Gives held tasks back unstarted (shutdown, or the kind paused), to run again promptly.
+async fn give_back(slot: &Slot, tasks: Vec<ClaimedTask>) {
+    if tasks.is_empty() {
+        return;
+    }
+    let leases: Vec<LeaseRef> = tasks.iter().map(lease_of).collect();
+    for l in &leases {
+        slot.inflight.remove(l);
+    }
+    let r = slot
+        .store
+        .release(ReleaseParams {
+            leases,
+            worker: slot.owner.to_string(),
+            now: slot.clock.now(),
+        })
+        .await;
+    if let Err(e) = r {
+        tracing::error!(kind = %slot.kind.config.name, error = %e, "giving back held tasks failed; they are due again when their holds end");
+    }
+}
+
+/// This process's hold on its kind's probe lease, while the kind is probing.
+#[derive(Default)]
+struct ProbeLease {
+    /// Held, to be renewed after this.
+    renew_at: Option<Instant>,
+    /// Refused: not asked again before this.
+    retry_at: Option<Instant>,
+}
+
+impl ProbeLease {
+    /// Takes or renews the probe lease (at most once per half lease); whether it is held.
+    async fn hold(&mut self, slot: &Slot) -> bool {
+        let now = Instant::now();
+        if self.renew_at.is_some_and(|t| now < t) {
+            return true;
+        }
+        if self.retry_at.is_some_and(|t| now < t) {
+            return false;
+        }
+        let lease = slot.kind.config.lease;
+        let at = slot.clock.now();
+        let r = slot
+            .trips
+            .cluster
+            .acquire_leadership(LeadershipParams {
+                name: probe_lease(&slot.kind.gate.scope),
+                owner: slot.owner.to_string(),
+                now: at,
+                until: add(at, lease),
+            })
+            .await;
+        match r {
+            Ok(l) if l.held_by(&slot.owner) => {
+                self.renew_at = Some(now + lease / 2);
+                true
             }
-            let r = slot
-                .store
-                .release(ReleaseParams {
-                    leases,
-                    worker: slot.owner.to_string(),
-                    now: slot.clock.now(),
-                })
-                .await;
-            if let Err(e) = r {
-                tracing::error!(kind = %cfg.name, error = %e, "giving back held tasks failed; they are due again when their holds end");
+            Ok(_) => {
+                self.renew_at = None;
+                self.retry_at = Some(now + lease.min(Duration::from_secs(1)));
+                false
+            }
+            Err(e) => {
+                tracing::warn!(kind = %slot.kind.config.name, error = %e, "taking the probe lease failed");
+                self.renew_at = None;
+                self.retry_at = Some(now + Duration::from_secs(1));
+                false
             }
         }
     }

@@ -69,6 +69,11 @@ impl Held {
         self.taken.notified().await
     }
 
+    /// Takes every held task, leaving the queue open (the kind was paused: they go back).
+    pub(crate) fn drain(&self) -> Vec<ClaimedTask> {
+        self.lock().tasks.drain(..).collect()
+    }
+
     /// Closes the queue (nothing more is taken) and returns what it held.
     pub(crate) fn close(&self) -> Vec<ClaimedTask> {
         let mut q = self.lock();

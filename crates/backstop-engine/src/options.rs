@@ -51,6 +51,9 @@ pub struct EngineOptions {
     /// to widen the window a crash must hit to leave committed messages unacknowledged
     /// (default zero).
     pub bridge_ack_delay: Duration,
+    /// How often each process reads the kinds' pauses (by hand, by a breaker, by a
+    /// `Retry-After`): another process's pause or resume applies here within about this long.
+    pub pause_watch: Duration,
 }
 
 impl Default for EngineOptions {
@@ -75,6 +78,7 @@ impl Default for EngineOptions {
             bridge_beat: Duration::from_secs(5),
             bridge_down_alert: Duration::from_secs(60),
             bridge_ack_delay: Duration::ZERO,
+            pause_watch: Duration::from_secs(1),
         }
     }
 }

@@ -177,7 +177,8 @@ impl Engine {
             if want == 0 {
                 break;
             }
-            if configs.get(kind).is_some_and(|k| k.paused) {
+            // Paused (in config, by hand, by a `Retry-After`): nothing is leased.
+            if ctx.kinds.get(kind).is_some_and(|k| k.gate.is_closed()) {
                 continue;
             }
             let now = to_ms(ctx.clock.now());

@@ -10,6 +10,7 @@ use crate::dispatcher::Dispatcher;
 use crate::engine::Engine;
 use crate::heartbeat;
 use crate::leader::Leader;
+use crate::pauses::watch::PauseWatch;
 use crate::reconciler::Reconciler;
 use crate::reconciler::nodes::Nodes;
 use crate::retention;
@@ -64,6 +65,16 @@ impl Engine {
             parts.leading.subscribe(),
             stop_rx.clone(),
         ));
+        let pause_watch = PauseWatch {
+            store: ctx.store.clone(),
+            clock: ctx.clock.clone(),
+            kinds: ctx.kinds.clone(),
+            every: opts.pause_watch,
+        };
+        // The gates are set before any dispatcher claims: a kind paused before this process
+        // started claims nothing.
+        pause_watch.once().await;
+        let pause_watch = tokio::spawn(pause_watch.run(stop_rx.clone()));
         let timing = BridgeTiming {
             beat: opts.bridge_beat,
             down_alert: opts.bridge_down_alert,
@@ -155,6 +166,7 @@ impl Engine {
         let _ = nodes.await;
         let _ = alerter.await;
         let _ = pruner.await;
+        let _ = pause_watch.await;
         let _ = leader.await;
         tracing::info!("engine stopped");
     }

@@ -2,6 +2,7 @@
 //! happen next and when.
 
 use crate::reconciler::PassReport;
+use backstop_core::pause::{Gate, PauseCause};
 use backstop_core::{AttemptOutcome, Event, EventType, KindConfig, Status, Task};
 use jiff::{SpanRound, Timestamp, Unit};
 
@@ -15,7 +16,8 @@ fn span(from: Timestamp, to: Timestamp) -> String {
 }
 
 /// The explanation, one sentence per line. `group_head` is the first open task of `t`'s
-/// group ([`backstop_core::store::Tasks::group_head`]), for a task in a group.
+/// group ([`backstop_core::store::Tasks::group_head`]), for a task in a group; `gate` is its
+/// kind's dispatch as the ledger's pauses say ([`Gate::of`]).
 pub fn explain(
     t: &Task,
     timeline: &[Event],
@@ -23,6 +25,7 @@ pub fn explain(
     kind: Option<&KindConfig>,
     last_pass: Option<&PassReport>,
     group_head: Option<&Task>,
+    gate: &Gate,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let attempts: Vec<&Event> = timeline
@@ -98,7 +101,10 @@ pub fn explain(
         return out;
     }
     match t.status {
-        Status::Pending => pending(t, now, kind, last_pass, &mut out),
+        Status::Pending => {
+            paused(gate, now, &mut out);
+            pending(t, now, kind, last_pass, &mut out)
+        }
         Status::Running => {
             let until = t.lease_until.unwrap_or(now);
             out.push(format!(
@@ -198,6 +204,38 @@ fn parked(t: &Task, now: Timestamp, head: Option<&Task>, out: &mut Vec<String>) 
     ));
 }
 
+/// What a pause of the task's kind means for it.
+fn paused(gate: &Gate, now: Timestamp, out: &mut Vec<String>) {
+    let fmt = backstop_core::wire_time::format;
+    match gate {
+        Gate::Open => {}
+        Gate::Closed {
+            cause,
+            reason,
+            until,
+            by,
+            since,
+        } => {
+            let what = match cause {
+                PauseCause::Manual => "paused by hand",
+                PauseCause::Breaker => "paused by its circuit breaker",
+                PauseCause::RetryAfter => "paused because its target asked to wait",
+            };
+            let end = match until {
+                Some(u) => format!("until {} (in {})", fmt(*u), span(now, *u)),
+                None => "until someone resumes it".to_string(),
+            };
+            out.push(format!(
+                "Its kind is {what} ({reason}; by {by} at {}): nothing of it starts {end}, and waiting spends no attempt.",
+                fmt(*since)
+            ));
+        }
+        Gate::Probing { reason, .. } => out.push(format!(
+            "Its kind's circuit breaker is probing the target ({reason}): one task at a time is sent until a probe succeeds."
+        )),
+    }
+}
+
 fn pending(
     t: &Task,
     now: Timestamp,
@@ -292,7 +330,16 @@ mod tests {
             outcome: Some(AttemptOutcome::Retry),
             ..Event::new(EventType::Attempt, at(10))
         }];
-        let text = explain(&task(Status::Pending), &tl, at(40), None, None, None).join("\n");
+        let text = explain(
+            &task(Status::Pending),
+            &tl,
+            at(40),
+            None,
+            None,
+            None,
+            &Gate::Open,
+        )
+        .join("\n");
         assert!(text.contains("is pending after 1 of 5 attempts"), "{text}");
         assert!(text.contains("1 retry"), "{text}");
         assert!(text.contains("HTTP 503"), "{text}");
@@ -307,10 +354,28 @@ mod tests {
             Event::new(EventType::Suspended, at(20)),
             Event::new(EventType::CheckpointRejected, at(30)),
         ];
-        let text = explain(&task(Status::Pending), &tl, at(40), None, None, None).join("\n");
+        let text = explain(
+            &task(Status::Pending),
+            &tl,
+            at(40),
+            None,
+            None,
+            None,
+            &Gate::Open,
+        )
+        .join("\n");
         assert!(text.contains("suspended 2 time(s)"), "{text}");
         assert!(text.contains("1 checkpoint(s) from workers"), "{text}");
-        let quiet = explain(&task(Status::Pending), &[], at(40), None, None, None).join("\n");
+        let quiet = explain(
+            &task(Status::Pending),
+            &[],
+            at(40),
+            None,
+            None,
+            None,
+            &Gate::Open,
+        )
+        .join("\n");
         assert!(!quiet.contains("suspended"), "{quiet}");
     }
 
@@ -318,7 +383,7 @@ mod tests {
     fn a_dead_letter_says_what_a_person_can_do() {
         let mut t = task(Status::Failed);
         t.reason = Some("permanent error".into());
-        let text = explain(&t, &[], at(40), None, None, None).join("\n");
+        let text = explain(&t, &[], at(40), None, None, None, &Gate::Open).join("\n");
         assert!(text.contains("dead letter"), "{text}");
         assert!(text.contains("backstop dead retry"), "{text}");
     }
@@ -342,6 +407,7 @@ mod tests {
             None,
             Some(&report),
             None,
+            &Gate::Open,
         )
         .join("\n");
         assert!(text.contains("due since"), "{text}");
@@ -349,6 +415,58 @@ mod tests {
             text.contains("no live backstop process dispatches this kind"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_pending_task_of_a_paused_kind_names_the_pause() {
+        let gate = Gate::Closed {
+            cause: PauseCause::Breaker,
+            reason: "20 transient failures in a row".into(),
+            until: Some(at(100)),
+            by: "host-1".into(),
+            since: at(10),
+        };
+        let text = explain(&task(Status::Pending), &[], at(40), None, None, None, &gate).join("\n");
+        assert!(
+            text.contains(
+                "paused by its circuit breaker (20 transient failures in a row; by host-1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("(in 1m)"), "{text}");
+        let manual = Gate::Closed {
+            cause: PauseCause::Manual,
+            reason: "warehouse maintenance".into(),
+            until: None,
+            by: "ops".into(),
+            since: at(10),
+        };
+        let text = explain(
+            &task(Status::Pending),
+            &[],
+            at(40),
+            None,
+            None,
+            None,
+            &manual,
+        )
+        .join("\n");
+        assert!(
+            text.contains("paused by hand (warehouse maintenance; by ops"),
+            "{text}"
+        );
+        assert!(text.contains("until someone resumes it"), "{text}");
+        let open = explain(
+            &task(Status::Pending),
+            &[],
+            at(40),
+            None,
+            None,
+            None,
+            &Gate::Open,
+        )
+        .join("\n");
+        assert!(!open.contains("paused"), "{open}");
     }
 
     #[test]
@@ -361,7 +479,7 @@ mod tests {
         t.group = Some("order-1001".into());
         t.parked = true;
         t.attempts = 0;
-        let text = explain(&t, &[], at(3 * 3600), None, None, Some(&head)).join("\n");
+        let text = explain(&t, &[], at(3 * 3600), None, None, Some(&head), &Gate::Open).join("\n");
         assert!(
             text.contains(&format!(
                 "blocked by task {} (sms.send/order-1, failed 3h ago: HTTP 400: no such order)",
@@ -370,7 +488,16 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("waits for a free slot"), "{text}");
-        let own = explain(&head, &[], at(3 * 3600), None, None, Some(&head)).join("\n");
+        let own = explain(
+            &head,
+            &[],
+            at(3 * 3600),
+            None,
+            None,
+            Some(&head),
+            &Gate::Open,
+        )
+        .join("\n");
         assert!(own.contains("It holds group \"order-1001\""), "{own}");
     }
 
@@ -381,7 +508,7 @@ mod tests {
         let mut t = task(Status::Pending);
         t.group = Some("g".into());
         t.parked = true;
-        let text = explain(&t, &[], at(40), None, None, Some(&head)).join("\n");
+        let text = explain(&t, &[], at(40), None, None, Some(&head), &Gate::Open).join("\n");
         assert!(text.contains("waiting for task"), "{text}");
         assert!(text.contains("running attempt 1 on host-a"), "{text}");
     }

@@ -55,11 +55,18 @@ pub enum AlertName {
     /// group's later tasks wait for a person (one per failure of a group's head).
     #[serde(rename = "group.blocked")]
     GroupBlocked,
+    /// A kind's circuit breaker tripped: its target failed past the threshold, and nothing is
+    /// sent to it until the cool-down ends and a probe succeeds (one per outage).
+    #[serde(rename = "target.unhealthy")]
+    TargetUnhealthy,
+    /// A probe succeeded and the breaker closed: the kind's dispatch resumed.
+    #[serde(rename = "target.recovered")]
+    TargetRecovered,
 }
 
 impl AlertName {
     /// Every alert event.
-    pub const ALL: [AlertName; 14] = [
+    pub const ALL: [AlertName; 16] = [
         AlertName::TaskFailed,
         AlertName::TaskRescued,
         AlertName::ReconcilerStalled,
@@ -74,6 +81,8 @@ impl AlertName {
         AlertName::TickOverrun,
         AlertName::ScheduleSilent,
         AlertName::GroupBlocked,
+        AlertName::TargetUnhealthy,
+        AlertName::TargetRecovered,
     ];
 
     /// The configured and displayed name.
@@ -93,6 +102,8 @@ impl AlertName {
             AlertName::TickOverrun => "tick.overrun",
             AlertName::ScheduleSilent => "schedule.silent",
             AlertName::GroupBlocked => "group.blocked",
+            AlertName::TargetUnhealthy => "target.unhealthy",
+            AlertName::TargetRecovered => "target.recovered",
         }
     }
 }
@@ -106,7 +117,7 @@ impl fmt::Display for AlertName {
 /// An unknown alert event name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending, schedule.missed, tick.late, tick.overrun, schedule.silent or group.blocked)"
+    "unknown alert event {0:?} (expected task.failed, task.rescued, reconciler.stalled, backlog, failure_rate, statement.breaks, audit.drift, bridge.down, bridge.ack_pending, schedule.missed, tick.late, tick.overrun, schedule.silent, group.blocked, target.unhealthy or target.recovered)"
 )]
 pub struct UnknownAlert(pub String);
 

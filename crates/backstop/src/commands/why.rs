@@ -3,7 +3,8 @@
 use super::{Ctx, task_id};
 use anyhow::{Result, bail};
 use backstop_core::Clock;
-use backstop_core::store::{BeatsParams, GetParams, GroupHeadParams, TimelineParams};
+use backstop_core::pause::{Gate, kind_scope};
+use backstop_core::store::{BeatsParams, GetParams, GroupHeadParams, PausesParams, TimelineParams};
 use backstop_engine::reconciler::{PassReport, RECONCILER_BEAT};
 
 pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
@@ -34,9 +35,23 @@ pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
         None => None,
     };
     let now = backstop_core::SystemClock.now();
-    for line in
-        backstop_engine::why::explain(&t, &timeline, now, kind, last_pass.as_ref(), head.as_ref())
-    {
+    let scope = kind_scope(&t.kind);
+    let pauses: Vec<_> = store
+        .pauses(PausesParams::default())
+        .await?
+        .into_iter()
+        .filter(|p| p.scope == scope)
+        .collect();
+    let gate = Gate::of(&pauses, now);
+    for line in backstop_engine::why::explain(
+        &t,
+        &timeline,
+        now,
+        kind,
+        last_pass.as_ref(),
+        head.as_ref(),
+        &gate,
+    ) {
         println!("{line}");
     }
     Ok(())

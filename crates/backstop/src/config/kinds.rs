@@ -22,6 +22,8 @@ pub(super) struct RawKind {
     lease: Option<String>,
     paused: Option<bool>,
     ordering: Option<super::ordering::RawOrdering>,
+    breaker: Option<super::breaker::RawBreaker>,
+    pause_on_retry_after: Option<bool>,
     broker: Option<String>,
     exchange: Option<String>,
     routing_key: Option<String>,
@@ -148,6 +150,21 @@ pub(super) fn kinds(
                 super::ordering::ordering(o)
                     .map_err(|(f, m)| invalid(at(&format!("ordering.{f}")), m))?,
             );
+        }
+        if let Some(b) = k.breaker {
+            if matches!(kc.target, Target::Pull) {
+                return Err(invalid(
+                    at("breaker"),
+                    "a pull kind's attempts run in its workers, which back off on their own: a breaker applies to push, broker and in-process kinds".into(),
+                ));
+            }
+            kc.breaker = Some(
+                super::breaker::breaker(b)
+                    .map_err(|(f, m)| invalid(at(&format!("breaker.{f}")), m))?,
+            );
+        }
+        if let Some(p) = k.pause_on_retry_after {
+            kc.pause_on_retry_after = p;
         }
         kinds.push(kc);
     }

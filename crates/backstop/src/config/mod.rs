@@ -11,6 +11,7 @@
 
 mod alerts;
 mod api;
+mod breaker;
 mod bridge_sources;
 mod bridges;
 mod broker_target;

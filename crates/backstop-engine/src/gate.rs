@@ -1,0 +1,130 @@
+//! A kind's gate in this process: whether its dispatcher may claim (open), may not (closed:
+//! paused by hand or in config, cooling down after a trip, waiting out a `Retry-After`), or may
+//! send probes, one at a time. The pause watch ([`crate::pauses`]) sets it from the ledger's
+//! pause rows; the dispatcher and lease requests obey it; attempts feed the breaker's count.
+//!
+//! A leaf of the crate: it imports only the domain and tokio, so the kind registry can hold it.
+
+use backstop_core::breaker::{Breaker, BreakerConfig, Seen};
+use backstop_core::pause::{Gate, PauseCause, PauseRecord, kind_scope};
+use jiff::Timestamp;
+use std::sync::Mutex;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// What is written in the gate of a kind paused in its configuration.
+pub(crate) const PAUSED_IN_CONFIG: &str = "paused in the configuration (paused = true)";
+
+/// One kind's gate and breaker count.
+pub(crate) struct KindGate {
+    pub(crate) scope: String,
+    state: watch::Sender<Gate>,
+    config_paused: bool,
+    breaker: Option<BreakerConfig>,
+    count: Mutex<Breaker>,
+    probes: Mutex<u32>,
+}
+
+impl KindGate {
+    pub(crate) fn new(kind: &str, config_paused: bool, breaker: Option<BreakerConfig>) -> Self {
+        let gate = KindGate {
+            scope: kind_scope(kind),
+            state: watch::Sender::new(Gate::Open),
+            config_paused,
+            breaker,
+            count: Mutex::new(Breaker::default()),
+            probes: Mutex::new(0),
+        };
+        gate.set(&[], Timestamp::UNIX_EPOCH);
+        gate
+    }
+
+    /// The gate now.
+    pub(crate) fn current(&self) -> Gate {
+        self.state.borrow().clone()
+    }
+
+    /// Whether nothing may start now.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.borrow().is_closed()
+    }
+
+    /// Whether only probes may start now.
+    pub(crate) fn is_probing(&self) -> bool {
+        matches!(*self.state.borrow(), Gate::Probing { .. })
+    }
+
+    /// Follows the gate's changes.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Gate> {
+        self.state.subscribe()
+    }
+
+    /// Sets the gate from this kind's pause rows at `now`; returns the gate it replaced when
+    /// it changed.
+    pub(crate) fn set(&self, rows: &[PauseRecord], now: Timestamp) -> Option<Gate> {
+        let next = if self.config_paused {
+            Gate::Closed {
+                cause: PauseCause::Manual,
+                reason: PAUSED_IN_CONFIG.into(),
+                until: None,
+                by: "configuration".into(),
+                since: Timestamp::UNIX_EPOCH,
+            }
+        } else {
+            Gate::of(rows, now)
+        };
+        let mut old = None;
+        self.state.send_if_modified(|g| {
+            if *g == next {
+                return false;
+            }
+            if !matches!(next, Gate::Probing { .. }) {
+                *self.probes.lock().expect("not poisoned") = 0;
+            }
+            old = Some(std::mem::replace(g, next));
+            true
+        });
+        old
+    }
+
+    /// Sets the gate here at once, before the ledger's rows say so (a trip or a close this
+    /// process just wrote); the next read of the rows confirms it.
+    pub(crate) fn force(&self, gate: Gate) {
+        self.state.send_if_modified(|g| {
+            if *g == gate {
+                return false;
+            }
+            *g = gate;
+            true
+        });
+    }
+
+    /// The breaker's settings, if the kind has one.
+    pub(crate) fn breaker(&self) -> Option<&BreakerConfig> {
+        self.breaker.as_ref()
+    }
+
+    /// Counts an attempt that ran while the gate was open; returns why the breaker trips.
+    pub(crate) fn count(&self, seen: Seen, now: Instant) -> Option<String> {
+        let cfg = self.breaker.as_ref()?;
+        self.count
+            .lock()
+            .expect("not poisoned")
+            .record(cfg, seen, now)
+    }
+
+    /// Counts a probe that succeeded; returns whether enough have, in a row, to close the
+    /// breaker.
+    pub(crate) fn probe_succeeded(&self) -> bool {
+        let need = self.breaker.as_ref().map_or(1, |b| b.probes.max(1));
+        let mut n = self.probes.lock().expect("not poisoned");
+        *n += 1;
+        *n >= need
+    }
+
+    /// Forgets the breaker's counts (it tripped, or closed).
+    pub(crate) fn reset(&self) {
+        self.count.lock().expect("not poisoned").reset();
+        *self.probes.lock().expect("not poisoned") = 0;
+    }
+}
