@@ -102,6 +102,15 @@ impl Trips {
             by: self.owner.to_string(),
             since: now,
         };
+        // Closed here at once, so that this slot's hand-off starts nothing before the watch
+        // reads the row back.
+        kind.gate.force(Gate::Closed {
+            cause: PauseCause::RetryAfter,
+            reason: record.reason.clone(),
+            until: record.until,
+            by: record.by.clone(),
+            since: now,
+        });
         self.write(kind, record, None);
         Some(format!(
             "the target asked to wait {}: the kind is paused until then",
