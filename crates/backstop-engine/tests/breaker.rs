@@ -252,7 +252,7 @@ async fn a_target_down_for_a_while_gets_a_bounded_number_of_probes_and_everythin
     .await;
     stop.send(()).unwrap();
     handle.await.unwrap();
-    let got = alerts.lock().unwrap();
+    let got = alerts.lock().unwrap().clone();
     let names: Vec<&str> = got.iter().map(|a| a["event"].as_str().unwrap()).collect();
     assert_eq!(names, ["target.unhealthy", "target.recovered"], "{got:?}");
     assert_eq!(got[0]["count"], 1, "one alert for the outage: {got:?}");

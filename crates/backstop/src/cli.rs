@@ -48,6 +48,10 @@ pub enum Command {
     /// resume, backfill a range.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
+    /// Kinds: pause or resume one's dispatch by hand (every process on the ledger obeys), or
+    /// show what pauses it now (by hand, its breaker, a Retry-After) and its history.
+    #[command(subcommand)]
+    Kinds(KindsCommand),
     /// Apply database migrations (idempotent).
     Migrate,
     /// Measure throughput on this machine: the ledger (default), or the HTTP API and push
@@ -104,6 +108,7 @@ impl Command {
                 | Command::Dead(_)
                 | Command::Bridges(_)
                 | Command::Schedules(_)
+                | Command::Kinds(_)
                 | Command::Why { .. }
                 | Command::Doctor { .. }
         )
@@ -168,6 +173,31 @@ pub struct ListArgs {
 pub enum BridgesCommand {
     /// Every configured bridge, per process, as its last beat says.
     List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KindsCommand {
+    /// Pause KIND: nothing of it is claimed or leased until resumed; its tasks stay pending
+    /// and spend no attempts.
+    Pause {
+        kind: String,
+        /// Why (required; kept in the kind's history).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume KIND: clears its pause by hand and any breaker or Retry-After pause.
+    Resume {
+        kind: String,
+        /// Why (kept in the kind's history).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// What pauses KIND now, and its latest pauses and resumes.
+    Show {
+        kind: String,
         #[arg(long)]
         json: bool,
     },

@@ -174,6 +174,17 @@ impl Engine {
         Ok(view(kind, gate, &rows, &history))
     }
 
+    /// `kind`'s dispatch in this process, as its gate says (`open`, `paused`, `probing`):
+    /// current in a running engine, whose pause watch keeps it.
+    pub fn dispatch_state(&self, kind: &str) -> Option<&'static str> {
+        let k = self.ctx.kinds.get(kind)?;
+        Some(match k.gate.current() {
+            Gate::Open => "open",
+            Gate::Closed { .. } => "paused",
+            Gate::Probing { .. } => "probing",
+        })
+    }
+
     /// The scope of a configured kind.
     fn known_kind(&self, kind: &str) -> Result<String, KindPauseError> {
         if self.ctx.kinds.get(kind).is_none() {

@@ -1,13 +1,21 @@
-//! `/v1/kinds`: the configured kinds, their policies and live counts.
+//! `/v1/kinds`: the configured kinds, their policies and live counts; pausing and resuming a
+//! kind's dispatch by hand, and what pauses it now.
 
-use super::problems::Unauthorized;
+use super::problems::{
+    BodyOverLimit, InvalidFields, MalformedJson, NoSuchKind, NotJson, PausedInConfig, Unauthorized,
+};
+use crate::auth::Actor;
+use crate::extract::{ApiJson, ApiPath, OptionalJson};
 use crate::problem::Problem;
 use crate::state::AppState;
-use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::{Extension, Json};
 use backstop_core::duration::format_duration;
 use backstop_core::store::CountsParams;
 use backstop_core::{RetryPolicy, Status, Target};
+use backstop_engine::{KindPauseError, KindPauseView};
+use serde::Deserialize;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -16,7 +24,11 @@ use utoipa_axum::routes;
 
 /// The routes of this resource.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list))
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(pause_state))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
 }
 
 /// Every configured kind.
@@ -49,6 +61,9 @@ pub struct KindView {
     expires_in: Option<String>,
     /// Tasks per status: pending, running, succeeded, failed, compensated.
     counts: BTreeMap<String, u64>,
+    /// Its dispatch in this process: `open`, `paused` (by hand, in config, by its breaker, by
+    /// a `Retry-After`) or `probing` (the breaker sends one task at a time).
+    dispatch: &'static str,
 }
 
 /// The retry policy.
@@ -130,7 +145,145 @@ async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> 
                 .iter()
                 .map(|s| (s.as_str().to_string(), c.get(*s)))
                 .collect(),
+            dispatch: engine.dispatch_state(name).unwrap_or("open"),
         });
     }
     Ok(Json(KindList { kinds }))
+}
+
+/// A kind's dispatch: open, paused or probing, what pauses it (cause, reason, who, since,
+/// until), its stored pauses and its latest history.
+#[derive(Serialize, ToSchema)]
+pub struct KindPause {
+    kind: String,
+    /// `open`, `paused` or `probing`.
+    state: &'static str,
+    /// `manual`, `breaker` or `retry_after`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cause: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// When the pause ends by itself (RFC 3339); absent for a pause by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<String>,
+    /// Every stored pause (a pause by hand and a breaker's can stand together).
+    #[schema(value_type = Vec<Object>)]
+    pauses: serde_json::Value,
+    /// The latest pauses and resumes, newest first: `at`, `action` (`pause`/`resume`),
+    /// `cause`, `reason`, `by`, `until`.
+    #[schema(value_type = Vec<Object>)]
+    history: serde_json::Value,
+}
+
+fn pause_view(v: KindPauseView) -> KindPause {
+    let t = |t: jiff::Timestamp| backstop_core::wire_time::format(t);
+    KindPause {
+        state: v.state,
+        cause: v.cause,
+        reason: v.reason,
+        until: v.until.map(t),
+        by: v.by,
+        since: v.since.map(t),
+        pauses: serde_json::to_value(&v.pauses).unwrap_or_default(),
+        history: serde_json::to_value(&v.history).unwrap_or_default(),
+        kind: v.kind,
+    }
+}
+
+fn refused(e: KindPauseError) -> Problem {
+    match e {
+        KindPauseError::Unknown(..) => Problem::not_found(e.to_string()),
+        KindPauseError::NoReason => Problem::invalid(e.to_string()),
+        KindPauseError::PausedInConfig(_) => {
+            Problem::new(StatusCode::CONFLICT, "Conflict", e.to_string())
+        }
+        KindPauseError::Store(e) => e.into(),
+    }
+}
+
+/// Why a kind is paused or resumed; kept in its history with the token's name.
+#[derive(Deserialize, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KindPauseBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// What pauses a kind now, and its history.
+#[utoipa::path(get, path = "/v1/kinds/{kind}/pause", tag = "kinds",
+    params(("kind" = String, Path, description = "Kind name")),
+    responses(
+        (status = 200, description = "The kind's dispatch", body = KindPause),
+        Unauthorized,
+        NoSuchKind,
+    ))]
+async fn pause_state(
+    State(state): State<AppState>,
+    ApiPath(kind): ApiPath<String>,
+) -> Result<Json<KindPause>, Problem> {
+    let v = state.engine().kind_pause(&kind).await.map_err(refused)?;
+    Ok(Json(pause_view(v)))
+}
+
+/// Pauses a kind by hand: nothing of it is claimed or leased, by any process on this ledger,
+/// until it is resumed; its tasks stay pending and spend no attempts. `reason` is required.
+#[utoipa::path(post, path = "/v1/kinds/{kind}/pause", tag = "kinds",
+    params(("kind" = String, Path, description = "Kind name")),
+    request_body(content = KindPauseBody, description = "Why (required)"),
+    responses(
+        (status = 200, description = "The kind's dispatch", body = KindPause),
+        MalformedJson,
+        Unauthorized,
+        NoSuchKind,
+        BodyOverLimit,
+        NotJson,
+        InvalidFields,
+    ))]
+async fn pause(
+    State(state): State<AppState>,
+    ApiPath(kind): ApiPath<String>,
+    Extension(actor): Extension<Actor>,
+    ApiJson(body): ApiJson<KindPauseBody>,
+) -> Result<Json<KindPause>, Problem> {
+    let reason = body.reason.unwrap_or_default();
+    let v = state
+        .engine()
+        .pause_kind(&kind, &reason, &actor.0)
+        .await
+        .map_err(refused)?;
+    Ok(Json(pause_view(v)))
+}
+
+/// Resumes a kind: clears its pause by hand and any breaker or `Retry-After` pause. A kind
+/// paused in the configuration is a 409.
+#[utoipa::path(post, path = "/v1/kinds/{kind}/resume", tag = "kinds",
+    params(("kind" = String, Path, description = "Kind name")),
+    request_body(content = Option<KindPauseBody>, description = "Optional reason"),
+    responses(
+        (status = 200, description = "The kind's dispatch", body = KindPause),
+        MalformedJson,
+        Unauthorized,
+        NoSuchKind,
+        PausedInConfig,
+        BodyOverLimit,
+        NotJson,
+        InvalidFields,
+    ))]
+async fn resume(
+    State(state): State<AppState>,
+    ApiPath(kind): ApiPath<String>,
+    Extension(actor): Extension<Actor>,
+    OptionalJson(body): OptionalJson<KindPauseBody>,
+) -> Result<Json<KindPause>, Problem> {
+    let reason = body.reason.unwrap_or_default();
+    let v = state
+        .engine()
+        .resume_kind(&kind, &reason, &actor.0)
+        .await
+        .map_err(refused)?;
+    Ok(Json(pause_view(v)))
 }

@@ -67,6 +67,24 @@ pub struct NotALeaseToken(Problem);
 )]
 pub struct NoSuchSource(Problem);
 
+/// 404: a kind that is not configured.
+#[derive(IntoResponses)]
+#[response(
+    status = 404,
+    description = "No such kind",
+    content_type = "application/problem+json"
+)]
+pub struct NoSuchKind(Problem);
+
+/// 409: the kind is paused in the configuration file, which only a restart changes.
+#[derive(IntoResponses)]
+#[response(
+    status = 409,
+    description = "Paused in the configuration",
+    content_type = "application/problem+json"
+)]
+pub struct PausedInConfig(Problem);
+
 /// 404: a schedule that is not configured.
 #[derive(IntoResponses)]
 #[response(

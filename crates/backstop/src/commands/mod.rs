@@ -5,6 +5,7 @@ mod bridges;
 mod dead;
 mod doctor;
 mod enqueue;
+mod kinds;
 mod migrate;
 mod reconcile;
 mod schedules;
@@ -90,6 +91,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Dead(c) => dead::run(&ctx, c).await,
         Command::Bridges(c) => bridges::run(&ctx, c).await,
         Command::Schedules(c) => schedules::run(&ctx, c).await,
+        Command::Kinds(c) => kinds::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
         Command::Reconcile(a) => reconcile::run(&ctx, a).await,
         Command::Why { id } => why::run(&ctx, &id).await,

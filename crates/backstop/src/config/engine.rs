@@ -20,6 +20,7 @@ pub(super) struct RawEngine {
     bridge_beat: Option<String>,
     bridge_down_alert: Option<String>,
     bridge_ack_delay: Option<String>,
+    pause_watch: Option<String>,
 }
 
 /// Reads `[engine]` over the default options.
@@ -60,6 +61,10 @@ pub(super) fn engine(e: &RawEngine, invalid: Invalid) -> Result<EngineOptions, C
     }
     if let Some(v) = &e.bridge_ack_delay {
         engine.bridge_ack_delay = dur("engine.bridge_ack_delay".into(), v)?;
+    }
+    if let Some(v) = &e.pause_watch {
+        engine.pause_watch = nonzero(dur("engine.pause_watch".into(), v)?)
+            .map_err(|m| invalid("engine.pause_watch".into(), m))?;
     }
     if engine.leader_renew >= engine.leader_lease {
         return Err(invalid(
