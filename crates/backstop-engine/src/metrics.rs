@@ -28,6 +28,9 @@ pub mod names {
     pub const ALERTS: &str = "backstop_alerts_raised_total";
     pub const TRANSITIONS: &str = "backstop_entity_transitions_total";
     pub const CALLBACKS: &str = "backstop_callbacks_total";
+    pub const KIND_PAUSED: &str = "backstop_kind_paused";
+    pub const BREAKER_TRIPS: &str = "backstop_breaker_trips_total";
+    pub const BREAKER_PROBES: &str = "backstop_breaker_probes_total";
 }
 
 /// Handles for one kind.
@@ -173,4 +176,42 @@ pub(crate) fn alert(name: &'static str) {
 pub(crate) fn transition(machine: &str, answer: backstop_core::Answer) {
     counter!(names::TRANSITIONS, "machine" => machine.to_string(), "answer" => answer.as_str())
         .increment(1);
+}
+
+static PAUSES_DESCRIBED: std::sync::Once = std::sync::Once::new();
+
+fn describe_pauses() {
+    PAUSES_DESCRIBED.call_once(|| {
+        metrics::describe_gauge!(
+            names::KIND_PAUSED,
+            "1 while the kind's dispatch is paused in this process (by hand, in config, by its breaker or a Retry-After), 0.5 while its breaker probes, else 0."
+        );
+        metrics::describe_counter!(
+            names::BREAKER_TRIPS,
+            "Trips of the kind's circuit breaker written by this process."
+        );
+        metrics::describe_counter!(
+            names::BREAKER_PROBES,
+            "Probe attempts of a kind whose breaker was probing, by outcome (succeeded, failed)."
+        );
+    });
+}
+
+/// Sets a kind's pause gauge: 1 paused, 0.5 probing, 0 open.
+pub(crate) fn kind_paused(kind: &str, value: f64) {
+    describe_pauses();
+    gauge!(names::KIND_PAUSED, "kind" => kind.to_string()).set(value);
+}
+
+/// Counts one trip written by this process.
+pub(crate) fn breaker_tripped(kind: &str) {
+    describe_pauses();
+    counter!(names::BREAKER_TRIPS, "kind" => kind.to_string()).increment(1);
+}
+
+/// Counts one probe by its outcome.
+pub(crate) fn breaker_probe(kind: &str, succeeded: bool) {
+    describe_pauses();
+    let outcome = if succeeded { "succeeded" } else { "failed" };
+    counter!(names::BREAKER_PROBES, "kind" => kind.to_string(), "outcome" => outcome).increment(1);
 }

@@ -55,6 +55,7 @@ impl Trips {
             }
             Gate::Probing { trips, .. } => match seen {
                 Seen::Answered => {
+                    crate::metrics::breaker_probe(&kind.config.name, true);
                     if kind.gate.probe_succeeded() {
                         self.close(kind);
                         notes.push("probe succeeded: the breaker closes".to_string());
@@ -63,6 +64,7 @@ impl Trips {
                     }
                 }
                 Seen::Transient => {
+                    crate::metrics::breaker_probe(&kind.config.name, false);
                     notes.push(self.trip(kind, trips + 1, "a probe failed".to_string()));
                 }
             },
@@ -174,6 +176,7 @@ impl Trips {
                         this.alerts.raise(a);
                     }
                     if cause == PauseCause::Breaker {
+                        crate::metrics::breaker_tripped(&name);
                         this.resign(lease).await;
                     }
                     this.kinds.pauses_changed.notify_one();

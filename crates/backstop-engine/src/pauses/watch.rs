@@ -64,6 +64,12 @@ pub(crate) fn apply(kinds: &Kinds, rows: Vec<PauseRecord>, now: jiff::Timestamp)
         };
         let new = kind.gate.current();
         let name = &kind.config.name;
+        let gauge = match &new {
+            Gate::Open => 0.0,
+            Gate::Closed { .. } => 1.0,
+            Gate::Probing { .. } => 0.5,
+        };
+        crate::metrics::kind_paused(name, gauge);
         match &new {
             Gate::Open => tracing::info!(kind = %name, "dispatch open"),
             Gate::Closed {
