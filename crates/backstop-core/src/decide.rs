@@ -100,6 +100,18 @@ pub fn expired() -> Decision {
     }
 }
 
+/// The decision for a task whose guarded entity is in a state where it no longer makes sense
+/// ([`crate::requires`]): compensated with `reason`, nothing sent.
+pub fn not_wanted(reason: String) -> Decision {
+    Decision {
+        status: transition(Status::Running, Transition::Skip).expect("legal"),
+        run_at: None,
+        last_error: None,
+        reason: Some(reason),
+        attempt_outcome: AttemptOutcome::Skipped,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,25 +108,12 @@ pub fn check(group: &str) -> Result<(), BadGroup> {
 /// numbers are often numbers). Anything else, including a missing value, is an error: a task
 /// of an ordered kind without its group would run out of order silently.
 pub fn from_payload(payload: &serde_json::Value, pointer: &str) -> Result<String, BadGroup> {
-    let found = match payload.pointer(pointer) {
-        Some(serde_json::Value::String(s)) => {
-            check(s)?;
-            return Ok(s.clone());
-        }
-        Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            return Ok(n.to_string());
-        }
-        None => "missing",
-        Some(serde_json::Value::Null) => "null",
-        Some(serde_json::Value::Bool(_)) => "a boolean",
-        Some(serde_json::Value::Number(_)) => "a fractional number",
-        Some(serde_json::Value::Array(_)) => "an array",
-        Some(serde_json::Value::Object(_)) => "an object",
-    };
-    Err(BadGroup::NotAString {
-        pointer: pointer.to_string(),
-        found,
-    })
+    let group = crate::pointer::key_at(payload, pointer).map_err(|e| BadGroup::NotAString {
+        pointer: e.pointer,
+        found: e.found,
+    })?;
+    check(&group)?;
+    Ok(group)
 }
 
 #[cfg(test)]

@@ -62,6 +62,9 @@ pub struct KindConfig {
     /// A 429 or 503 with `Retry-After` pauses the whole kind until then, not only the task
     /// that got it (on by default).
     pub pause_on_retry_after: bool,
+    /// The guarded entity whose state says whether a task still makes sense
+    /// ([`crate::requires`]).
+    pub requires: Option<crate::requires::Requires>,
 }
 
 impl KindConfig {
@@ -105,6 +108,7 @@ impl KindConfig {
             ordering: None,
             breaker: None,
             pause_on_retry_after: true,
+            requires: None,
         }
     }
 }

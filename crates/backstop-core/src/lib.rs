@@ -24,6 +24,8 @@ pub mod manual;
 pub mod optimism;
 pub mod outcome;
 pub mod pause;
+pub mod pointer;
+pub mod requires;
 pub mod schedule;
 pub mod store;
 pub mod task;

@@ -15,7 +15,7 @@ use crate::held::Held;
 use crate::inflight::InFlight;
 use crate::pauses::trips::Trips;
 use backstop_core::decide::{decide, expired};
-use backstop_core::store::{Checkpointed, Checkpoints, Leases, SuspendParams};
+use backstop_core::store::{Checkpointed, Checkpoints, Entities, Leases, SuspendParams};
 use backstop_core::store::{ClaimedTask, Completion, LeaseRef};
 use backstop_core::{Clock, Outcome};
 use jiff::Timestamp;
@@ -43,6 +43,8 @@ pub(crate) struct Slot {
     pub(crate) stopping: watch::Receiver<bool>,
     /// Where outcomes trip and close the kind's breaker.
     pub(crate) trips: Trips,
+    /// Where a kind's `requires` reads its guarded entity.
+    pub(crate) entities: Arc<dyn Entities>,
 }
 
 /// The lease a claimed task is held or run under.
@@ -88,9 +90,15 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
         .start_delay
         .record(crate::metrics::since_due(&task, started_at));
     let clock_start = Instant::now();
-    let (decision, http_status, note) = if task.expires_at.is_some_and(|e| e <= started_at) {
+    let refused = if task.expires_at.is_some_and(|e| e <= started_at) {
         // Past its business validity: compensated, never run.
-        (expired(), None, None)
+        Some(expired())
+    } else {
+        // Its guarded entity says it no longer makes sense: compensated, never run.
+        crate::guard::refuse(&*slot.entities, &*slot.clock, kind, &task).await
+    };
+    let (decision, http_status, note) = if let Some(d) = refused {
+        (d, None, None)
     } else {
         let control = AttemptControl {
             store: slot.checkpoints.clone(),

@@ -149,7 +149,23 @@ impl EngineBuilder {
             }
             machines.insert(m.name().to_string(), m);
         }
-        let kinds = Kinds::new(configs);
+        for k in &configs {
+            if let Some(r) = &k.requires {
+                let Some(m) = machines.get(&r.machine) else {
+                    return Err(EngineError::Requires {
+                        kind: k.name.clone(),
+                        error: format!("machine {:?} is not configured", r.machine),
+                    });
+                };
+                if let Some(s) = r.states.iter().find(|s| !m.has_state(s)) {
+                    return Err(EngineError::Requires {
+                        kind: k.name.clone(),
+                        error: format!("{s:?} is not a state of machine {:?}", r.machine),
+                    });
+                }
+            }
+        }
+        let kinds = Kinds::new(configs, &machines);
         let mut sources = HashMap::new();
         for s in self.sources {
             if kinds.get(&s.kind).is_none() {

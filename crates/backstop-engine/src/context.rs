@@ -7,8 +7,9 @@
 use crate::alerts::event::{AlertEvent, AlertName};
 use crate::gate::KindGate;
 use crate::metrics::{self, KindMetrics};
+use backstop_core::requires::Requires;
 use backstop_core::schedule::Schedule;
-use backstop_core::{AttemptOutcome, Clock, KindConfig, Store, Target, TaskId};
+use backstop_core::{AttemptOutcome, Clock, KindConfig, Machine, Store, Target, TaskId};
 use jiff::Timestamp;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +49,15 @@ pub(crate) struct Kind {
     pub(crate) pulled: Mutex<Option<Timestamp>>,
     /// Whether its tasks may start now (pauses, the breaker).
     pub(crate) gate: KindGate,
+    /// The guarded entity that must be in one of its states for an attempt to be made, with
+    /// its machine's initial state (an entity never seen is in it).
+    pub(crate) guard: Option<Guard>,
+}
+
+/// A kind's `requires`, ready to judge.
+pub(crate) struct Guard {
+    pub(crate) requires: Requires,
+    pub(crate) initial: String,
 }
 
 /// The kind registry: every configured kind, and the wake of long-polling lease requests.
@@ -62,7 +72,7 @@ pub(crate) struct Kinds {
 
 impl Kinds {
     /// The registry of `configs`; a pull target makes a pulled kind, any other a dispatched one.
-    pub(crate) fn new(configs: Vec<KindConfig>) -> Self {
+    pub(crate) fn new(configs: Vec<KindConfig>, machines: &HashMap<String, Machine>) -> Self {
         let mut entries = HashMap::new();
         let mut by_name = HashMap::new();
         for config in configs {
@@ -77,6 +87,14 @@ impl Kinds {
                 wake: Notify::new(),
                 pulled: Mutex::new(None),
                 gate: KindGate::new(&config.name, config.paused, config.breaker.clone()),
+                guard: config.requires.clone().map(|requires| Guard {
+                    // The builder checked that the machine is configured.
+                    initial: machines
+                        .get(&requires.machine)
+                        .map(|m| m.initial().to_string())
+                        .unwrap_or_default(),
+                    requires,
+                }),
             };
             entries.insert(config.name.clone(), Arc::new(kind));
             by_name.insert(config.name.clone(), config);

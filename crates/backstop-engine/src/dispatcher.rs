@@ -60,6 +60,7 @@ impl Dispatcher {
                 held: Arc::new(Held::default()),
                 done,
                 stopping,
+                entities: ctx.store.clone(),
                 trips: Trips {
                     pauses: ctx.store.clone(),
                     cluster: ctx.store.clone(),

@@ -31,4 +31,6 @@ pub enum EngineError {
     ScheduleKind { schedule: String, kind: String },
     #[error("schedule {0:?} is configured twice")]
     DuplicateSchedule(String),
+    #[error("kind {kind:?}: requires: {error}")]
+    Requires { kind: String, error: String },
 }

@@ -21,6 +21,7 @@ mod entities;
 mod error;
 mod executor;
 mod gate;
+mod guard;
 mod handler;
 mod heartbeat;
 mod held;

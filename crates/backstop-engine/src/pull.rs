@@ -201,9 +201,16 @@ impl Engine {
                 })
                 .await?;
             for task in claimed {
-                if task.expires_at.is_some_and(|e| e <= now) {
+                let refused = if task.expires_at.is_some_and(|e| e <= now) {
                     // Past its business validity: compensated, never handed out.
-                    let d = expired();
+                    Some(expired())
+                } else if let Some(k) = ctx.kinds.get(kind) {
+                    // Its guarded entity says it no longer makes sense: not handed out.
+                    crate::guard::refuse(&*ctx.store, &*ctx.clock, k, &task).await
+                } else {
+                    None
+                };
+                if let Some(d) = refused {
                     expired_now.push(Completion {
                         lease: backstop_core::store::LeaseRef {
                             id: task.id,
@@ -211,8 +218,8 @@ impl Engine {
                         },
                         attempt: task.attempt,
                         status: d.status,
-                        run_at: None,
-                        last_error: None,
+                        run_at: d.run_at,
+                        last_error: d.last_error,
                         reason: d.reason,
                         outcome: d.attempt_outcome,
                         http_status: None,

@@ -388,7 +388,10 @@ mod tests {
             cluster: store.clone(),
             clock: clock.clone(),
             owner: "me".into(),
-            kinds: Arc::new(Kinds::new(vec![KindConfig::new("k", Target::Pull)])),
+            kinds: Arc::new(Kinds::new(
+                vec![KindConfig::new("k", Target::Pull)],
+                &Default::default(),
+            )),
             alerts: alerts.clone(),
             leading: watch::channel(true).1,
             interval: Duration::from_secs(1),
@@ -398,7 +401,10 @@ mod tests {
             node_beat: Duration::from_secs(5),
             schedules: ScheduleWatch::with(
                 store.clone(),
-                Arc::new(Kinds::new(vec![KindConfig::new("k", Target::Pull)])),
+                Arc::new(Kinds::new(
+                    vec![KindConfig::new("k", Target::Pull)],
+                    &Default::default(),
+                )),
                 alerts.clone(),
                 clock.clone(),
                 Arc::new([]),

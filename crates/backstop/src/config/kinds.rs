@@ -24,6 +24,7 @@ pub(super) struct RawKind {
     ordering: Option<super::ordering::RawOrdering>,
     breaker: Option<super::breaker::RawBreaker>,
     pause_on_retry_after: Option<bool>,
+    requires: Option<super::requires::RawRequires>,
     broker: Option<String>,
     exchange: Option<String>,
     routing_key: Option<String>,
@@ -165,6 +166,12 @@ pub(super) fn kinds(
         }
         if let Some(p) = k.pause_on_retry_after {
             kc.pause_on_retry_after = p;
+        }
+        if let Some(r) = k.requires {
+            kc.requires = Some(
+                super::requires::requires(r)
+                    .map_err(|(f, m)| invalid(at(&format!("requires.{f}")), m))?,
+            );
         }
         kinds.push(kc);
     }

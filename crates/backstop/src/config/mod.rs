@@ -20,6 +20,7 @@ mod kinds;
 mod machines;
 mod ordering;
 mod reconciler;
+mod requires;
 mod retention;
 mod schedules;
 pub mod sources;
@@ -139,6 +140,7 @@ impl Config {
         let mut alerts = reconciler::reconciler(&raw.reconciler, &mut engine, &invalid)?;
         alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
         let machines = machines::machines(raw.machines, &invalid)?;
+        requires::check(&kinds, &machines, &invalid)?;
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
         let sources = sources::sources(raw.sources, &kinds, base, &invalid)?;
         let bridges = bridges::bridges(raw.bridges, &kinds, &invalid)?;
