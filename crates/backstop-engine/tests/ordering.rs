@@ -321,3 +321,78 @@ async fn a_group_that_cannot_be_used_is_refused_with_its_pointer() {
     stop.send(()).unwrap();
     handle.await.unwrap();
 }
+
+/// A worker that died on a group's head during its last attempt: the reconciler's rescue makes
+/// the dead letter, and that dead letter holds the group, so `group.blocked` is raised as for a
+/// failed attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_made_by_rescue_raises_group_blocked() {
+    let (store, _dir) = store().await;
+    let (url, got) = sink().await;
+    let mut kind = ordered(OnFailure::Block);
+    kind.max_attempts = 1;
+    let engine = Engine::builder(store.clone())
+        .handler(kind.name.clone(), handler(|_| async { Outcome::Success }))
+        .kind(kind)
+        .alerts(AlertOptions {
+            sinks: vec![AlertSink {
+                name: "ops".into(),
+                url,
+                format: AlertFormat::Generic,
+                events: vec![AlertName::GroupBlocked],
+                secret: None,
+            }],
+            window: Duration::from_millis(200),
+            failure_rate: None,
+        })
+        .options(EngineOptions {
+            poll_interval: Duration::from_millis(20),
+            rescue_interval: Duration::from_millis(50),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    engine
+        .enqueue_many(vec![req("A", 0), req("A", 1)])
+        .await
+        .unwrap();
+    // A process that is gone took the head and never finished it.
+    let now = jiff::Timestamp::now();
+    let claimed = store
+        .claim(backstop_core::store::ClaimParams {
+            kind: "order.sync".into(),
+            limit: 1,
+            start: 1,
+            owner: "dead-host".into(),
+            now,
+            lease_until: now + jiff::SignedDuration::from_millis(100),
+            max_attempts: 1,
+            on_group_failure: OnFailure::Block,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    wait_until("the rescue's dead letter", async || {
+        by_key(&store, "A-0").await.status == Status::Failed
+    })
+    .await;
+    wait_until("the group.blocked alert", async || {
+        !got.lock().unwrap().is_empty()
+    })
+    .await;
+    stop.send(()).unwrap();
+    handle.await.unwrap();
+    let a1 = by_key(&store, "A-1").await;
+    assert_eq!((a1.status, a1.parked), (Status::Pending, true));
+    let text = got.lock().unwrap()[0].to_string();
+    assert!(text.contains("group.blocked"), "{text}");
+    assert!(text.contains("the last attempt's lease expired"), "{text}");
+}

@@ -48,6 +48,13 @@ pub(crate) struct Member {
     skip: bool,
 }
 
+impl Member {
+    /// The group's name (stored as the UTF-8 it was written as).
+    pub(crate) fn name(&self) -> String {
+        String::from_utf8_lossy(&self.grp).into_owned()
+    }
+}
+
 /// The group of the task on `r` (columns `kind`, `grp`, `grp_skip`), if it has one.
 pub(crate) fn member(r: &MySqlRow) -> Result<Option<Member>, StoreError> {
     let Some(grp) = col::<Option<Vec<u8>>, _>(r, "grp")? else {

@@ -93,6 +93,7 @@ async fn rescue_locked(
             kind: text(r, "kind")?,
             status,
             lease_owner: h.lease_owner.clone(),
+            group: h.group.as_ref().map(|m| m.name()),
         });
         ending.note(h.group.as_ref(), status);
         held.push(h);

@@ -62,11 +62,11 @@ RETURNING t.id";
 
 /// The listed leases (`$1` ids, `$2` epochs) still held, whoever holds them.
 const RELEASE_PICK: &str = "
-SELECT t.seq, t.id, t.kind, t.attempts, t.max_attempts, t.lease_owner, t.att_started_at
+SELECT t.seq, t.id, t.kind, t.attempts, t.max_attempts, t.lease_owner, t.att_started_at, t.grp
 FROM (SELECT DISTINCT id, epoch FROM UNNEST($1::uuid[], $2::bigint[]) AS l(id, epoch)
       ORDER BY id) AS l
 CROSS JOIN LATERAL (
-    SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at, epoch, status
+    SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at, grp, epoch, status
     FROM {schema}.tasks AS t
     WHERE t.id = l.id
     FOR UPDATE OFFSET 0
@@ -155,6 +155,7 @@ pub(crate) fn held(r: &PgRow) -> Result<Held, StoreError> {
             // Decided by the caller.
             status: Status::Running,
             lease_owner: col(r, "lease_owner")?,
+            group: col(r, "grp")?,
         },
         attempts: count(r, "attempts")?,
         max_attempts: count(r, "max_attempts")?,

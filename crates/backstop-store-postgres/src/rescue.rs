@@ -14,7 +14,7 @@ use backstop_core::{Status, StoreError, Transition, transition};
 
 /// Running tasks whose lease expired before `$1`, oldest lease first, at most `$2`.
 const RESCUE_PICK: &str = "
-SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at
+SELECT seq, id, kind, attempts, max_attempts, lease_owner, att_started_at, grp
 FROM {schema}.tasks
 WHERE status = 'running' AND lease_until < $1
 ORDER BY lease_until

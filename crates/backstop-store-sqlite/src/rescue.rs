@@ -15,7 +15,7 @@ use sqlx::{Connection, Row, SqliteConnection};
 
 /// Running tasks whose lease expired, oldest lease first.
 pub(crate) const RESCUE_PICK: &str = "
-SELECT seq, id, kind, attempts, max_attempts, lease_owner FROM backstop_tasks
+SELECT seq, id, kind, attempts, max_attempts, lease_owner, grp FROM backstop_tasks
 WHERE status = 1 AND lease_until < ?1 ORDER BY lease_until LIMIT ?2";
 
 /// Pending tasks past their deadline, earliest first.
@@ -67,6 +67,7 @@ async fn rescue(conn: &mut SqliteConnection, p: &RescueParams) -> Result<Vec<Res
             kind: r.get("kind"),
             status,
             lease_owner: r.get("lease_owner"),
+            group: r.get("grp"),
         });
     }
     let moves = serde_json::Value::Array(moves).to_string();

@@ -298,14 +298,19 @@ pub async fn a_rescued_task_holds_its_group_until_it_ends(store: S) {
 
     // Lease lapses with attempts left: pending again, still first.
     claim_all(&*store, at(0), OnFailure::Skip).await;
-    rescue(at(31)).await.unwrap();
+    let first = rescue(at(31)).await.unwrap();
     assert_eq!(get(&*store, r1).await.status, Status::Pending);
     assert!(get(&*store, r2).await.parked);
     // Lapses with its budget spent: failed; the kind skips failures, so the group goes on.
     let c = claim_all(&*store, at(40), OnFailure::Skip).await;
     assert_eq!(keys(&c), ["r1"]);
-    rescue(at(71)).await.unwrap();
+    let last = rescue(at(71)).await.unwrap();
     assert_eq!(get(&*store, r1).await.status, Status::Failed);
+    // Each rescue names the task's group, so the engine can say when a dead letter holds it.
+    for r in first.iter().chain(&last) {
+        assert_eq!((r.id, r.group.as_deref()), (r1, Some("R")));
+    }
+    assert_eq!(last[0].status, Status::Failed);
     assert!(
         !get(&*store, r2).await.parked,
         "a failure that skips unparks the next"

@@ -27,6 +27,8 @@ pub struct Rescued {
     pub status: Status,
     /// Who held the lease that expired.
     pub lease_owner: Option<String>,
+    /// Its ordering group: a rescue that makes a dead letter may hold it.
+    pub group: Option<String>,
 }
 
 /// Compensates pending tasks whose `expires_at` is before `now`, at most `limit` of them.

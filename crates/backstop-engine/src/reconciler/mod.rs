@@ -200,6 +200,7 @@ impl Reconciler {
             store: &*self.rescue,
             clock: &*self.clock,
             alerts: &self.alerts,
+            kinds: self.kinds.configs(),
             leading,
         };
         let rescued = duty.rescue().await;

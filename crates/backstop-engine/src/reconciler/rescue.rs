@@ -6,7 +6,8 @@ use crate::alerts::event::{AlertEvent, AlertName};
 use crate::context::AlertHub;
 use backstop_core::store::Rescue;
 use backstop_core::store::{ExpireParams, RescueParams};
-use backstop_core::{Clock, Status, StoreError};
+use backstop_core::{Clock, KindConfig, Status, StoreError};
+use std::collections::HashMap;
 use tokio::sync::watch;
 
 const BATCH: usize = 1000;
@@ -16,6 +17,8 @@ pub(crate) struct Duty<'a> {
     pub(crate) store: &'a dyn Rescue,
     pub(crate) clock: &'a dyn Clock,
     pub(crate) alerts: &'a AlertHub,
+    /// The kinds' configurations: whether a dead letter holds its ordering group.
+    pub(crate) kinds: &'a HashMap<String, KindConfig>,
     pub(crate) leading: &'a watch::Receiver<bool>,
 }
 
@@ -44,6 +47,18 @@ impl Duty<'_> {
                 a.kind = Some(r.kind.clone());
                 a.task = Some(r.id);
                 self.alerts.raise(a);
+                // A worker that died on the last attempt leaves a dead letter that holds its
+                // group, as a failed attempt would.
+                let blocks = self
+                    .kinds
+                    .get(&r.kind)
+                    .and_then(|k| k.blocked_group(r.group.as_deref()));
+                if r.status == Status::Failed
+                    && let Some(group) = blocks
+                {
+                    let error = "the last attempt's lease expired";
+                    self.alerts.group_blocked(&r.kind, group, r.id, error);
+                }
             }
             total += rescued.len() as u64;
             if rescued.len() < BATCH {
