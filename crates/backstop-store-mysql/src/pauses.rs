@@ -1,6 +1,8 @@
 //! Pauses and their history (the [`Pauses`] impl). A pause reads the stored row of its scope
 //! and cause (locked), decides with [`PauseRecord::replaces`], and writes the row and its
-//! history entry in the same transaction; a lock race with another process is tried again.
+//! history entry in the same transaction. A row that was absent is inserted plainly: if
+//! another process inserted it meanwhile, the duplicate key runs the transaction again, which
+//! then decides against that row (an upsert would have overwritten it undecided).
 
 use crate::row::{col, from_ms, opt_time, text, to_ms};
 use crate::tx::{Retry, db_err, transaction};
@@ -30,12 +32,16 @@ const ONE: &str = concat!(
     " FROM {pauses} WHERE scope = ? AND cause = ? FOR UPDATE"
 );
 
-const UPSERT: &str = "
-INSERT INTO {pauses} (scope, cause, reason, paused_until, trips, actor, since)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE
-    reason = VALUES(reason), paused_until = VALUES(paused_until), trips = VALUES(trips),
-    actor = VALUES(actor), since = VALUES(since)";
+/// A new row. When another process inserted the same row since this one looked, the
+/// duplicate key error runs the transaction again, and it then finds that row, locked.
+const INSERT: &str = "
+INSERT INTO {pauses} (reason, paused_until, trips, actor, since, scope, cause)
+VALUES (?, ?, ?, ?, ?, ?, ?)";
+
+/// The row this transaction read and locked.
+const UPDATE: &str = "
+UPDATE {pauses} SET reason = ?, paused_until = ?, trips = ?, actor = ?, since = ?
+WHERE scope = ? AND cause = ?";
 
 const CLEAR: &str = "DELETE FROM {pauses} WHERE scope = ? AND cause = ?";
 
@@ -67,14 +73,15 @@ impl Pauses for MysqlStore {
                 if !r.replaces(stored.as_ref()) {
                     return Ok(false);
                 }
-                sqlx::query(db.tables.q(UPSERT))
-                    .bind(r.scope.as_bytes())
-                    .bind(r.cause.as_str())
+                let sql = if stored.is_some() { UPDATE } else { INSERT };
+                sqlx::query(db.tables.q(sql))
                     .bind(&r.reason)
                     .bind(r.until.map(to_ms))
                     .bind(r.trips as i64)
                     .bind(&r.by)
                     .bind(to_ms(r.since))
+                    .bind(r.scope.as_bytes())
+                    .bind(r.cause.as_str())
                     .execute(&mut *conn)
                     .await?;
                 log(db, conn, r, PauseAction::Pause).await?;

@@ -1,6 +1,8 @@
 //! Pauses and their history (the [`Pauses`] impl). A pause reads the stored row of its scope
 //! and cause (locked), decides with [`PauseRecord::replaces`], and writes the row and its
-//! history entry in the same transaction.
+//! history entry in the same transaction. A row that was absent is inserted only if it still
+//! is; otherwise the decision is taken again against the row another process wrote (an
+//! upsert would have overwritten it undecided).
 
 use crate::row::{col, count, opt_time, time};
 use crate::types::Time;
@@ -34,12 +36,17 @@ const CLEAR: &str = concat!(
     columns!()
 );
 
-const UPSERT: &str = "
+/// A new row, unless another process inserted it since this one looked (then nothing, and the
+/// decision is taken again against that row).
+const INSERT: &str = "
 INSERT INTO {schema}.pauses (scope, cause, reason, paused_until, trips, actor, since)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (scope, cause) DO UPDATE
-SET reason = EXCLUDED.reason, paused_until = EXCLUDED.paused_until, trips = EXCLUDED.trips,
-    actor = EXCLUDED.actor, since = EXCLUDED.since";
+ON CONFLICT (scope, cause) DO NOTHING";
+
+/// The row this transaction read and locked.
+const UPDATE: &str = "
+UPDATE {schema}.pauses SET reason = $3, paused_until = $4, trips = $5, actor = $6, since = $7
+WHERE scope = $1 AND cause = $2";
 
 const LOG: &str = "
 INSERT INTO {schema}.pause_log (scope, at, action, cause, reason, actor, paused_until)
@@ -63,33 +70,42 @@ impl Pauses for PostgresStore {
     fn pause(&self, p: PauseParams) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(async move {
             let db = &self.db;
-            let mut tx = db.pool.begin().await.map_err(db_err)?;
             let r = &p.record;
-            let stored = sqlx::query(db.schema.sql(ONE))
-                .bind(&r.scope)
-                .bind(r.cause.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db_err)?
-                .map(|row| record(&row))
-                .transpose()?;
-            if !r.replaces(stored.as_ref()) {
-                return Ok(false);
+            loop {
+                let mut tx = db.pool.begin().await.map_err(db_err)?;
+                let stored = sqlx::query(db.schema.sql(ONE))
+                    .bind(&r.scope)
+                    .bind(r.cause.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_err)?
+                    .map(|row| record(&row))
+                    .transpose()?;
+                if !r.replaces(stored.as_ref()) {
+                    return Ok(false);
+                }
+                let sql = if stored.is_some() { UPDATE } else { INSERT };
+                let written = sqlx::query(db.schema.sql(sql))
+                    .bind(&r.scope)
+                    .bind(r.cause.as_str())
+                    .bind(&r.reason)
+                    .bind(r.until.map(Time))
+                    .bind(r.trips as i64)
+                    .bind(&r.by)
+                    .bind(Time(r.since))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db_err)?
+                    .rows_affected();
+                if written == 0 {
+                    // Inserted by another process since this one looked: decide again.
+                    tx.rollback().await.map_err(db_err)?;
+                    continue;
+                }
+                log(self, &mut tx, r, PauseAction::Pause).await?;
+                tx.commit().await.map_err(db_err)?;
+                return Ok(true);
             }
-            sqlx::query(db.schema.sql(UPSERT))
-                .bind(&r.scope)
-                .bind(r.cause.as_str())
-                .bind(&r.reason)
-                .bind(r.until.map(Time))
-                .bind(r.trips as i64)
-                .bind(&r.by)
-                .bind(Time(r.since))
-                .execute(&mut *tx)
-                .await
-                .map_err(db_err)?;
-            log(self, &mut tx, r, PauseAction::Pause).await?;
-            tx.commit().await.map_err(db_err)?;
-            Ok(true)
         })
     }
 

@@ -159,10 +159,10 @@ pub async fn a_resume_clears_what_it_names_and_is_recorded(store: S) {
 /// the row ends with the most trips any of them counted.
 pub async fn concurrent_trips_keep_the_highest_count(store: S) {
     let mut handles = Vec::new();
-    for i in 0..8u32 {
+    for i in 0..32u32 {
         let store = store.clone();
         handles.push(tokio::spawn(async move {
-            let trips = 1 + i % 4;
+            let trips = 1 + i % 8;
             write(
                 &store,
                 pause(
@@ -183,5 +183,5 @@ pub async fn concurrent_trips_keep_the_highest_count(store: S) {
     assert!(written >= 1);
     let rows = all(&store).await;
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].trips, 4);
+    assert_eq!(rows[0].trips, 8);
 }

@@ -214,7 +214,7 @@ pub struct KindPauseBody {
 }
 
 /// What pauses a kind now, and its history.
-#[utoipa::path(get, path = "/v1/kinds/{kind}/pause", tag = "kinds",
+#[utoipa::path(get, path = "/v1/kinds/{kind}/pause", tag = "kinds", operation_id = "show_kind_pause",
     params(("kind" = String, Path, description = "Kind name")),
     responses(
         (status = 200, description = "The kind's dispatch", body = KindPause),
@@ -231,7 +231,7 @@ async fn pause_state(
 
 /// Pauses a kind by hand: nothing of it is claimed or leased, by any process on this ledger,
 /// until it is resumed; its tasks stay pending and spend no attempts. `reason` is required.
-#[utoipa::path(post, path = "/v1/kinds/{kind}/pause", tag = "kinds",
+#[utoipa::path(post, path = "/v1/kinds/{kind}/pause", tag = "kinds", operation_id = "pause_kind",
     params(("kind" = String, Path, description = "Kind name")),
     request_body(content = KindPauseBody, description = "Why (required)"),
     responses(
@@ -260,7 +260,7 @@ async fn pause(
 
 /// Resumes a kind: clears its pause by hand and any breaker or `Retry-After` pause. A kind
 /// paused in the configuration is a 409.
-#[utoipa::path(post, path = "/v1/kinds/{kind}/resume", tag = "kinds",
+#[utoipa::path(post, path = "/v1/kinds/{kind}/resume", tag = "kinds", operation_id = "resume_kind",
     params(("kind" = String, Path, description = "Kind name")),
     request_body(content = Option<KindPauseBody>, description = "Optional reason"),
     responses(
