@@ -13,6 +13,7 @@ use backstop_core::breaker::BreakerConfig;
 use backstop_core::store::{CountsParams, GetByKeyParams, ListParams};
 use backstop_core::{KindConfig, Outcome, RetryPolicy, Store, Target};
 use backstop_engine::alerts::{AlertFormat, AlertName, AlertOptions, AlertSink};
+use backstop_engine::reconciler::overdue::Why;
 use backstop_engine::{Engine, EngineOptions, EnqueueRequest, handler};
 use backstop_store_sqlite::SqliteStore;
 use std::collections::HashSet;
@@ -341,7 +342,11 @@ async fn a_pause_by_hand_from_another_process_holds_every_task_until_resumed() {
     let e = Engine::builder(store.clone())
         .kind(kind)
         .handler("report.build", h)
-        .options(options())
+        .options(EngineOptions {
+            node_beat: Duration::from_millis(100),
+            overdue_after: Duration::from_millis(100),
+            ..options()
+        })
         .build()
         .unwrap();
     let engine = e.clone();
@@ -378,6 +383,14 @@ async fn a_pause_by_hand_from_another_process_holds_every_task_until_resumed() {
         .await
         .unwrap();
     assert_eq!(c.pending, 10);
+    // The reconciler says why the work is overdue: the kind is paused, not short of slots.
+    let pass = engine.reconcile_once().await;
+    let overdue = pass
+        .overdue
+        .iter()
+        .find(|o| o.kind == "report.build")
+        .expect("overdue");
+    assert_eq!(overdue.why, Why::Paused, "{pass:?}");
     other
         .resume_kind("report.build", "maintenance over", "ops")
         .await

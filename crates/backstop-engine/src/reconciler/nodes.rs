@@ -142,7 +142,8 @@ impl Nodes {
             let c = &k.config;
             let served = ServedKind {
                 concurrency: if pull { 0 } else { c.concurrency },
-                paused: c.paused,
+                // In config, by hand, by its breaker or a Retry-After: as this process's gate says.
+                paused: c.paused || k.gate.is_closed(),
                 pull,
             };
             kinds.insert(c.name.clone(), served);

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Why {
-    /// The kind is paused in the configuration.
+    /// The kind is paused: in the configuration, by hand, by its breaker or a `Retry-After`.
     Paused,
     /// No process configures this kind (a typo in an outbox insert, or a kind removed from
     /// the configuration while tasks were pending).
@@ -33,7 +33,9 @@ impl Why {
     /// The reason in plain words.
     pub fn explain(&self) -> String {
         match self {
-            Why::Paused => "the kind is paused in the configuration".into(),
+            Why::Paused => {
+                "the kind is paused (in its configuration, by hand, by its breaker or a Retry-After; `backstop kinds show` says which)".into()
+            }
             Why::UnknownKind => "no backstop process configures this kind".into(),
             Why::NoDispatcher => "no live backstop process dispatches this kind".into(),
             Why::NoPullWorker => "no worker has leased this kind recently".into(),
