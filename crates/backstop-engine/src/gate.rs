@@ -9,16 +9,32 @@ use backstop_core::breaker::{Breaker, BreakerConfig, Seen};
 use backstop_core::pause::{Gate, PauseCause, PauseRecord, kind_scope};
 use jiff::Timestamp;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 use tokio::sync::watch;
 
 /// What is written in the gate of a kind paused in its configuration.
 pub(crate) const PAUSED_IN_CONFIG: &str = "paused in the configuration (paused = true)";
 
+const OPEN: u8 = 0;
+const CLOSED: u8 = 1;
+const PROBING: u8 = 2;
+
+fn mode_of(g: &Gate) -> u8 {
+    match g {
+        Gate::Open => OPEN,
+        Gate::Closed { .. } => CLOSED,
+        Gate::Probing { .. } => PROBING,
+    }
+}
+
 /// One kind's gate and breaker count.
 pub(crate) struct KindGate {
     pub(crate) scope: String,
     state: watch::Sender<Gate>,
+    /// The gate's kind ([`OPEN`], [`CLOSED`], [`PROBING`]), kept beside it so that the hot
+    /// path (each dispatcher turn, each attempt's end) reads one atomic, not the watch's lock.
+    mode: AtomicU8,
     config_paused: bool,
     breaker: Option<BreakerConfig>,
     count: Mutex<Breaker>,
@@ -30,6 +46,7 @@ impl KindGate {
         let gate = KindGate {
             scope: kind_scope(kind),
             state: watch::Sender::new(Gate::Open),
+            mode: AtomicU8::new(OPEN),
             config_paused,
             breaker,
             count: Mutex::new(Breaker::default()),
@@ -46,12 +63,17 @@ impl KindGate {
 
     /// Whether nothing may start now.
     pub(crate) fn is_closed(&self) -> bool {
-        self.state.borrow().is_closed()
+        self.mode.load(Ordering::Acquire) == CLOSED
     }
 
     /// Whether only probes may start now.
     pub(crate) fn is_probing(&self) -> bool {
-        matches!(*self.state.borrow(), Gate::Probing { .. })
+        self.mode.load(Ordering::Acquire) == PROBING
+    }
+
+    /// Whether it is open (the common case, answered without the watch's lock).
+    pub(crate) fn is_open(&self) -> bool {
+        self.mode.load(Ordering::Acquire) == OPEN
     }
 
     /// Follows the gate's changes.
@@ -81,6 +103,7 @@ impl KindGate {
             if !matches!(next, Gate::Probing { .. }) {
                 *self.probes.lock().expect("not poisoned") = 0;
             }
+            self.mode.store(mode_of(&next), Ordering::Release);
             old = Some(std::mem::replace(g, next));
             true
         });
@@ -94,6 +117,7 @@ impl KindGate {
             if *g == gate {
                 return false;
             }
+            self.mode.store(mode_of(&gate), Ordering::Release);
             *g = gate;
             true
         });

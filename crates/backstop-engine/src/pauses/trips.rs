@@ -45,14 +45,17 @@ impl Trips {
         if let Some(n) = self.asked_to_wait(kind, outcome, http_status) {
             notes.push(n);
         }
+        if kind.gate.is_open() {
+            if kind.gate.breaker().is_some()
+                && let Some(why) = kind.gate.count(seen, Instant::now())
+            {
+                notes.push(self.trip(kind, 1, why));
+            }
+            return (!notes.is_empty()).then(|| notes.join("; "));
+        }
         match kind.gate.current() {
             // Started before the pause: its outcome says nothing new.
-            Gate::Closed { .. } => {}
-            Gate::Open => {
-                if let Some(why) = kind.gate.count(seen, Instant::now()) {
-                    notes.push(self.trip(kind, 1, why));
-                }
-            }
+            Gate::Closed { .. } | Gate::Open => {}
             Gate::Probing { trips, .. } => match seen {
                 Seen::Answered => {
                     crate::metrics::breaker_probe(&kind.config.name, true);
