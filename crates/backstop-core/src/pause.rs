@@ -38,24 +38,16 @@ impl PauseCause {
         }
     }
 
+    /// Every cause (an operator's resume clears them all).
+    pub const ALL: [PauseCause; 3] = [
+        PauseCause::Manual,
+        PauseCause::Breaker,
+        PauseCause::RetryAfter,
+    ];
+
     /// Parses a stored name.
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            PauseCause::Manual,
-            PauseCause::Breaker,
-            PauseCause::RetryAfter,
-        ]
-        .into_iter()
-        .find(|c| c.as_str() == s)
-    }
-
-    /// Every cause (an operator's resume clears them all).
-    pub fn all() -> Vec<PauseCause> {
-        vec![
-            PauseCause::Manual,
-            PauseCause::Breaker,
-            PauseCause::RetryAfter,
-        ]
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
     }
 }
 
@@ -147,6 +139,15 @@ impl Gate {
                 reason: b.reason.clone(),
             },
             None => Gate::Open,
+        }
+    }
+
+    /// Its name where it is shown: `open`, `paused` or `probing`.
+    pub fn state(&self) -> &'static str {
+        match self {
+            Gate::Open => "open",
+            Gate::Closed { .. } => "paused",
+            Gate::Probing { .. } => "probing",
         }
     }
 

@@ -204,11 +204,10 @@ async fn hand_off(
 ) {
     // A paused kind starts nothing; a probing one starts its probes one at a time, from
     // the dispatcher.
-    let gate = &slot.kind.gate;
-    let next = if gate.is_closed() || gate.is_probing() {
-        None
-    } else {
+    let next = if slot.kind.gate.is_open() {
         slot.held.take()
+    } else {
+        None
     };
     let (start, answered) = match &next {
         Some(t) => {

@@ -112,6 +112,12 @@ impl Kinds {
         self.entries.get(name)
     }
 
+    /// The configured kinds' names, sorted and comma-separated, for an error about a kind
+    /// that is not one of them.
+    pub(crate) fn names(&self) -> String {
+        configured_names(&self.configs)
+    }
+
     /// Every kind's configuration, by name.
     pub(crate) fn configs(&self) -> &HashMap<String, KindConfig> {
         &self.configs
@@ -147,6 +153,13 @@ impl Kinds {
             self.pull_wake.notify_waiters();
         }
     }
+}
+
+/// The names of `configs`, sorted and comma-separated.
+pub(crate) fn configured_names(configs: &HashMap<String, KindConfig>) -> String {
+    let mut names: Vec<&str> = configs.keys().map(String::as_str).collect();
+    names.sort();
+    names.join(", ")
 }
 
 /// Where the engine raises alerts: cheap to clone, never blocks. The alert loop drains the

@@ -83,9 +83,8 @@ pub fn prepare(
     validate::kind(&r.kind)?;
     validate::key(&r.key)?;
     let Some(kind) = kinds.get(&r.kind) else {
-        let mut names: Vec<&str> = kinds.keys().map(String::as_str).collect();
-        names.sort();
-        return Err(EnqueueError::UnknownKind(r.kind, names.join(", ")));
+        let names = crate::context::configured_names(kinds);
+        return Err(EnqueueError::UnknownKind(r.kind, names));
     };
     validate::json_payload(&r.payload, max_payload)?;
     let max_attempts = r.max_attempts.unwrap_or(kind.max_attempts);

@@ -133,17 +133,7 @@ impl Engine {
         }
         for k in &r.kinds {
             match self.ctx.kinds.configs().get(k) {
-                None => {
-                    let mut names: Vec<&str> = self
-                        .ctx
-                        .kinds
-                        .configs()
-                        .keys()
-                        .map(String::as_str)
-                        .collect();
-                    names.sort();
-                    return Err(PullError::UnknownKind(k.clone(), names.join(", ")));
-                }
+                None => return Err(PullError::UnknownKind(k.clone(), self.ctx.kinds.names())),
                 Some(c) if c.target != Target::Pull => return Err(PullError::NotPull(k.clone())),
                 Some(_) => {}
             }
@@ -171,7 +161,7 @@ impl Engine {
         let ctx = &self.ctx;
         let configs = ctx.kinds.configs();
         let mut out = Vec::new();
-        let mut expired_now = Vec::new();
+        let mut refused_now = Vec::new();
         for kind in &r.kinds {
             let want = r.max - out.len();
             if want == 0 {
@@ -211,7 +201,7 @@ impl Engine {
                     None
                 };
                 if let Some(d) = refused {
-                    expired_now.push(Completion {
+                    refused_now.push(Completion {
                         lease: backstop_core::store::LeaseRef {
                             id: task.id,
                             epoch: task.epoch,
@@ -253,12 +243,12 @@ impl Engine {
                 });
             }
         }
-        if !expired_now.is_empty() {
+        if !refused_now.is_empty() {
             let now = ctx.clock.now();
             ctx.store
                 .complete(CompleteParams {
                     starts: None,
-                    completions: expired_now,
+                    completions: refused_now,
                     now,
                 })
                 .await?;

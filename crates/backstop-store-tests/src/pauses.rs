@@ -118,7 +118,7 @@ pub async fn a_resume_clears_what_it_names_and_is_recorded(store: S) {
     let nothing = store
         .resume(ResumeParams {
             scope: kind_scope("c"),
-            causes: PauseCause::all(),
+            causes: PauseCause::ALL.to_vec(),
             reason: "x".into(),
             by: "op".into(),
             now: at(41),

@@ -133,7 +133,7 @@ impl Engine {
             .store
             .resume(ResumeParams {
                 scope,
-                causes: PauseCause::all(),
+                causes: PauseCause::ALL.to_vec(),
                 reason: reason.clone(),
                 by: by.to_string(),
                 now: self.ctx.clock.now(),
@@ -177,26 +177,14 @@ impl Engine {
     /// `kind`'s dispatch in this process, as its gate says (`open`, `paused`, `probing`):
     /// current in a running engine, whose pause watch keeps it.
     pub fn dispatch_state(&self, kind: &str) -> Option<&'static str> {
-        let k = self.ctx.kinds.get(kind)?;
-        Some(match k.gate.current() {
-            Gate::Open => "open",
-            Gate::Closed { .. } => "paused",
-            Gate::Probing { .. } => "probing",
-        })
+        Some(self.ctx.kinds.get(kind)?.gate.current().state())
     }
 
     /// The scope of a configured kind.
     fn known_kind(&self, kind: &str) -> Result<String, KindPauseError> {
         if self.ctx.kinds.get(kind).is_none() {
-            let mut names: Vec<&str> = self
-                .ctx
-                .kinds
-                .configs()
-                .keys()
-                .map(String::as_str)
-                .collect();
-            names.sort();
-            return Err(KindPauseError::Unknown(kind.to_string(), names.join(", ")));
+            let names = self.ctx.kinds.names();
+            return Err(KindPauseError::Unknown(kind.to_string(), names));
         }
         Ok(backstop_core::pause::kind_scope(kind))
     }
@@ -205,7 +193,7 @@ impl Engine {
 fn view(kind: &str, gate: Gate, rows: &[PauseRecord], history: &[PauseEntry]) -> KindPauseView {
     let mut v = KindPauseView {
         kind: kind.to_string(),
-        state: "open",
+        state: gate.state(),
         cause: None,
         reason: None,
         until: None,
@@ -243,7 +231,6 @@ fn view(kind: &str, gate: Gate, rows: &[PauseRecord], history: &[PauseEntry]) ->
             by,
             since,
         } => {
-            v.state = "paused";
             v.cause = Some(cause.as_str());
             v.reason = Some(reason);
             v.until = until;
@@ -251,7 +238,6 @@ fn view(kind: &str, gate: Gate, rows: &[PauseRecord], history: &[PauseEntry]) ->
             v.since = (since != Timestamp::UNIX_EPOCH).then_some(since);
         }
         Gate::Probing { reason, .. } => {
-            v.state = "probing";
             v.cause = Some(PauseCause::Breaker.as_str());
             v.reason = Some(reason);
         }

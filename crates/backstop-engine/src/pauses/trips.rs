@@ -45,32 +45,24 @@ impl Trips {
         if let Some(n) = self.asked_to_wait(kind, outcome, http_status) {
             notes.push(n);
         }
+        // The common case, open, is answered from the gate's atomic; a kind without a breaker
+        // counts nothing. An attempt that ends while the kind is closed started before the
+        // pause: its outcome says nothing new.
         if kind.gate.is_open() {
-            if kind.gate.breaker().is_some()
-                && let Some(why) = kind.gate.count(seen, Instant::now())
-            {
+            if let Some(why) = kind.gate.count(seen, Instant::now()) {
                 notes.push(self.trip(kind, 1, why));
             }
-            return (!notes.is_empty()).then(|| notes.join("; "));
-        }
-        match kind.gate.current() {
-            // Started before the pause: its outcome says nothing new.
-            Gate::Closed { .. } | Gate::Open => {}
-            Gate::Probing { trips, .. } => match seen {
-                Seen::Answered => {
-                    crate::metrics::breaker_probe(&kind.config.name, true);
-                    if kind.gate.probe_succeeded() {
-                        self.close(kind);
-                        notes.push("probe succeeded: the breaker closes".to_string());
-                    } else {
-                        notes.push("probe succeeded".to_string());
-                    }
-                }
-                Seen::Transient => {
-                    crate::metrics::breaker_probe(&kind.config.name, false);
-                    notes.push(self.trip(kind, trips + 1, "a probe failed".to_string()));
-                }
-            },
+        } else if let Gate::Probing { trips, .. } = kind.gate.current() {
+            let succeeded = seen == Seen::Answered;
+            crate::metrics::breaker_probe(&kind.config.name, succeeded);
+            notes.push(if !succeeded {
+                self.trip(kind, trips + 1, "a probe failed".to_string())
+            } else if kind.gate.probe_succeeded() {
+                self.close(kind);
+                "probe succeeded: the breaker closes".to_string()
+            } else {
+                "probe succeeded".to_string()
+            });
         }
         (!notes.is_empty()).then(|| notes.join("; "))
     }
