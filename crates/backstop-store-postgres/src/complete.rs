@@ -32,6 +32,13 @@ use sqlx::postgres::PgBindIterExt;
 /// running otherwise make the planner walk every running task for each completion, through
 /// the partial index of running tasks (33 s per batch measured with 1,000,000 finished tasks
 /// in the table). `first` is in id order, so the locks are taken in id order.
+///
+/// Then the groups of the grouped tasks among them are locked (`groups`), in group order,
+/// before any row changes: ending a grouped task locks its group's row (the update trigger of
+/// 0013_groups), and an enqueue locks the rows of its groups in group order too (`enqueue`).
+/// Taken row by row, in whatever order the update met them, these locks deadlocked with an
+/// enqueue of many groups; PostgreSQL needs a second (`deadlock_timeout`) to see one, and a few
+/// in a row held up a process's completions and heartbeats past its leases.
 const COMPLETE: &str = "
 WITH c AS (
     SELECT * FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],
@@ -46,14 +53,26 @@ first AS (
     SELECT DISTINCT ON (id, epoch) * FROM c ORDER BY id, epoch, ord
 ),
 held AS MATERIALIZED (
-    SELECT t.seq, f.*
+    SELECT t.seq, t.t_kind, t.t_grp, f.*
     FROM first AS f
     CROSS JOIN LATERAL (
-        SELECT t.seq, t.epoch AS t_epoch, t.status AS t_status FROM {schema}.tasks AS t
+        SELECT t.seq, t.epoch AS t_epoch, t.status AS t_status, t.kind AS t_kind,
+               t.grp AS t_grp
+        FROM {schema}.tasks AS t
         WHERE t.id = f.id
         FOR UPDATE OFFSET 0
     ) AS t
     WHERE t.t_epoch = f.epoch AND t.t_status = 'running'
+),
+groups AS MATERIALIZED (
+    SELECT 1
+    FROM (SELECT DISTINCT h.t_kind, h.t_grp FROM held AS h WHERE h.t_grp IS NOT NULL
+          ORDER BY h.t_kind, h.t_grp) AS n
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.task_groups AS g
+        WHERE g.kind = n.t_kind AND g.grp = n.t_grp
+        FOR UPDATE OFFSET 0
+    ) AS g
 ),
 done AS (
     UPDATE {schema}.tasks AS t
@@ -71,6 +90,8 @@ done AS (
     -- a status condition here would let stale statistics pick the partial index of running
     -- tasks again.
     WHERE t.seq = h.seq
+      -- Evaluated once, before the first row is updated: the groups are locked first.
+      AND (SELECT count(*) FROM groups) >= 0
     RETURNING t.id, t.attempts, h.ord, h.status, h.ended_at, h.outcome, h.error,
               h.http_status, h.duration_ms, h.worker
 ),

@@ -23,11 +23,15 @@ use sqlx::postgres::PgBindIterExt;
 use sqlx::{PgConnection, Row};
 use std::collections::HashSet;
 
-/// The insert of a batch, in the order given, up to its conflict clause: the intake gives the
-/// status (`pending`; `failed` for a dead letter from the start, `Intake::Failed`, its reason
-/// also its last error; `compensated`, `Intake::Compensated`). A grouped row takes its place
-/// in its group, and is parked behind an open task of it, by the insert trigger of
-/// 0013_groups (as an outbox row is), row by row in this order.
+/// The insert of a batch, up to its conflict clause: the intake gives the status (`pending`;
+/// `failed` for a dead letter from the start, `Intake::Failed`, its reason also its last error;
+/// `compensated`, `Intake::Compensated`). A grouped row takes its place in its group, and is
+/// parked behind an open task of it, by the insert trigger of 0013_groups (as an outbox row
+/// is), row by row in this order: by kind and group, then as given. Each group's tasks keep
+/// the order given; the groups' rows, which the trigger locks until the commit, are locked in
+/// group order, as every other writer of many groups locks them (`complete`, `lease`), so that
+/// none deadlocks with another. (Of two tasks with the same `(kind, key)` in one batch, the
+/// first wins, or the one of the lesser group when they name different groups.)
 macro_rules! insert_batch {
     () => {
         "
@@ -42,7 +46,7 @@ FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::t
             $12::text[], $13::text[])
      WITH ORDINALITY AS n(id, kind, key, payload, max_attempts, run_at, expires_at, traceparent,
                           created_at, reason, origin, status, grp, ord)
-ORDER BY n.ord
+ORDER BY n.kind COLLATE \"C\", n.grp COLLATE \"C\", n.ord
 "
     };
 }

@@ -106,6 +106,16 @@ ended AS (
     SELECT t.id, 'attempt', $7, t.attempts, $8, m.event_error, m.duration_ms, t.lease_owner
     FROM m JOIN {schema}.tasks AS t ON t.seq = m.seq
     ORDER BY t.seq
+),
+groups AS MATERIALIZED (
+    SELECT 1
+    FROM (SELECT DISTINCT t.kind, t.grp FROM m JOIN {schema}.tasks AS t ON t.seq = m.seq
+          WHERE t.grp IS NOT NULL ORDER BY t.kind, t.grp) AS n
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.task_groups AS g
+        WHERE g.kind = n.kind AND g.grp = n.grp
+        FOR UPDATE OFFSET 0
+    ) AS g
 )
 UPDATE {schema}.tasks AS t
 SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.run_at END,
@@ -113,7 +123,9 @@ SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.ru
     lease_owner = NULL, lease_until = NULL, updated_at = $7,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
     att_http_status = NULL, att_worker = NULL
-FROM m WHERE t.seq = m.seq";
+FROM m WHERE t.seq = m.seq
+  -- The groups first, in group order (see `complete`).
+  AND (SELECT count(*) FROM groups) >= 0";
 
 async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
     if p.leases.is_empty() {

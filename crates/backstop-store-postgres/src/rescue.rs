@@ -36,12 +36,24 @@ recorded AS (
     SELECT t.id, 'expired', $1, $3
     FROM due JOIN {schema}.tasks AS t ON t.seq = due.seq
     ORDER BY t.seq
+),
+groups AS MATERIALIZED (
+    SELECT 1
+    FROM (SELECT DISTINCT t.kind, t.grp FROM due JOIN {schema}.tasks AS t ON t.seq = due.seq
+          WHERE t.grp IS NOT NULL ORDER BY t.kind, t.grp) AS n
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.task_groups AS g
+        WHERE g.kind = n.kind AND g.grp = n.grp
+        FOR UPDATE OFFSET 0
+    ) AS g
 )
 UPDATE {schema}.tasks AS t
 SET status = $4, reason = $3, lease_owner = NULL, lease_until = NULL, updated_at = $1,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
     att_http_status = NULL, att_worker = NULL
-FROM due WHERE t.seq = due.seq";
+FROM due WHERE t.seq = due.seq
+  -- The groups first, in group order (see `complete`).
+  AND (SELECT count(*) FROM groups) >= 0";
 
 impl Rescue for PostgresStore {
     fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {

@@ -144,6 +144,7 @@ macro_rules! conformance_suite {
             a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it,
             group_head_and_list_show_a_group,
             concurrent_enqueues_into_one_group_are_claimed_in_group_order,
+            enqueues_and_completions_across_many_groups_never_deadlock,
             pauses_of_each_cause_are_kept_side_by_side,
             a_trip_counts_once_and_a_retry_after_only_moves_later,
             a_resume_clears_what_it_names_and_is_recorded,

@@ -304,10 +304,23 @@ pub async fn sigkill_one_of_three_loses_nothing(server: Server, scenario: Scenar
         .filter(|d| d.status == 200)
     {
         let id = d.header("idempotency-key");
-        assert!(
-            before.insert(id),
-            "{id} was delivered twice before the kill"
-        );
+        if !before.insert(id) {
+            let events = store
+                .timeline(TimelineParams {
+                    id: id.parse().unwrap(),
+                })
+                .await
+                .unwrap();
+            let mine: Vec<_> = deliveries
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.header("idempotency-key") == id)
+                .map(|(i, d)| (i, d.status, d.headers.clone()))
+                .collect();
+            panic!(
+                "{id} was delivered twice before the kill: deliveries {mine:?}; timeline {events:#?}"
+            );
+        }
     }
     let repeated: Vec<&str> = times
         .iter()
