@@ -65,6 +65,8 @@ pub struct KindConfig {
     /// The guarded entity whose state says whether a task still makes sense
     /// ([`crate::requires`]).
     pub requires: Option<crate::requires::Requires>,
+    /// At most so many attempts at once per key of the payload ([`crate::limit`]).
+    pub concurrency_limit: Option<crate::limit::ConcurrencyLimit>,
 }
 
 impl KindConfig {
@@ -74,6 +76,11 @@ impl KindConfig {
             .as_ref()
             .map(|o| o.on_failure)
             .unwrap_or_default()
+    }
+
+    /// What a claim of this kind is told of its limit per key.
+    pub fn per_key(&self) -> Option<crate::limit::PerKey> {
+        self.concurrency_limit.as_ref().map(|l| l.per_key())
     }
 
     /// The group a dead letter of this kind in `group` holds: that group when the kind blocks
@@ -109,6 +116,7 @@ impl KindConfig {
             breaker: None,
             pause_on_retry_after: true,
             requires: None,
+            concurrency_limit: None,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod group;
 pub mod group_commit;
 pub mod idempotency;
 pub mod kind;
+pub mod limit;
 pub mod machine;
 pub mod manual;
 pub mod optimism;

@@ -162,6 +162,9 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
     Some(Finished {
         completion,
         dead_letter,
+        // A limited kind's dispatcher may have found keys full: once this attempt's end is
+        // written, its key has a free slot.
+        frees: cfg.concurrency_limit.is_some().then(|| slot.kind.clone()),
     })
 }
 

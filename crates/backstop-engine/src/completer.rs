@@ -9,7 +9,7 @@
 //! and counted: an outcome rejected as stale (its lease was lost and the task rescued) made
 //! no dead letter, whatever the attempt saw.
 
-use crate::context::{AlertHub, Context};
+use crate::context::{AlertHub, Context, Kind};
 use crate::options::EngineOptions;
 use backstop_core::Clock;
 use backstop_core::clock::add;
@@ -48,6 +48,9 @@ pub(crate) struct Finished {
     pub(crate) completion: Completion,
     /// Set when the outcome ends the task `failed`: announced once it is written.
     pub(crate) dead_letter: Option<DeadLetter>,
+    /// A kind limited per key, whose dispatcher is woken once this is written (a slot of the
+    /// task's key is free then, not before).
+    pub(crate) frees: Option<Arc<Kind>>,
 }
 
 /// What a new dead letter's announcement says.
@@ -110,6 +113,9 @@ impl Completer {
                             tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                         }
                         announce(&self.alerts, &outcomes, &r.stale);
+                        for k in outcomes.iter().filter_map(|f| f.frees.as_ref()) {
+                            k.wake.notify_one();
+                        }
                         answer(std::mem::take(&mut starts), &r.not_started);
                         break;
                     }
@@ -233,6 +239,7 @@ mod tests {
                 lease_until: add(now, Duration::from_secs(60)),
                 max_attempts: 3,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .unwrap();
@@ -273,6 +280,7 @@ mod tests {
                     worker: "me".into(),
                 },
                 dead_letter: None,
+                frees: None,
             }),
             start: Some(StartRequest {
                 tasks: vec![HeldStart {

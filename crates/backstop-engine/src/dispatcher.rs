@@ -96,6 +96,7 @@ impl Dispatcher {
         let mut idle = false;
         let mut gate = kind.gate.subscribe();
         let mut probe = ProbeLease::default();
+        let per_key = cfg.per_key();
         loop {
             if *stop.borrow() {
                 break;
@@ -110,7 +111,13 @@ impl Dispatcher {
                 starting = start_held(slot, &slots);
             }
             let waiting = held.len();
-            let cap = cfg.concurrency + pace.ahead(cfg.concurrency, Instant::now());
+            // A limited kind leases nothing ahead: a held task would start without its key's
+            // slots being counted (`backstop_core::limit`).
+            let ahead = match per_key {
+                Some(_) => 0,
+                None => pace.ahead(cfg.concurrency, Instant::now()),
+            };
+            let cap = cfg.concurrency + ahead;
             let running = cfg.concurrency - slots.available_permits();
             let room = cap.saturating_sub(running + waiting);
             // With nothing waiting, claim for the first free slot (low latency); with tasks
@@ -146,6 +153,7 @@ impl Dispatcher {
                     lease_until: add(now, cfg.lease),
                     max_attempts: cfg.max_attempts,
                     on_group_failure: cfg.on_group_failure(),
+                    per_key: per_key.clone(),
                 };
                 let store = slot.store.clone();
                 claiming = Some(tokio::spawn(async move { store.claim(p).await }));

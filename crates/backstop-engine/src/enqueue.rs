@@ -3,6 +3,7 @@
 use crate::context::{Context, Delivery};
 use backstop_core::clock::add;
 use backstop_core::group::{self, BadGroup};
+use backstop_core::limit::BadKey;
 use backstop_core::store::{EnqueueParams, EnqueueResult};
 use backstop_core::validate::{self, InvalidInput};
 use backstop_core::{Intake, KindConfig, NewTask, StoreError, TaskId};
@@ -44,6 +45,10 @@ pub enum EnqueueError {
     /// The group given, or the one the kind's pointer reads, cannot be used.
     #[error("group: {0}")]
     Group(#[from] BadGroup),
+    /// The payload lacks the key of the kind's concurrency limit, or holds one that cannot be
+    /// used.
+    #[error("limit key: {0}")]
+    LimitKey(#[from] BadKey),
     #[error("expires_at {expires_at} is not after run_at {run_at}: the task could never run")]
     ExpiresBeforeRun {
         run_at: Timestamp,
@@ -108,6 +113,7 @@ pub fn prepare(
         }
         None => payload_group(kind, &r.payload)?,
     };
+    limit_key(kind, &r.payload)?;
     Ok(NewTask {
         id: TaskId::new(),
         kind: r.kind,
@@ -133,24 +139,37 @@ fn payload_group(kind: &KindConfig, payload: &[u8]) -> Result<Option<String>, Ba
     group::from_payload(&value, pointer).map(Some)
 }
 
+/// Checks the key the kind's concurrency limit reads from a payload (checked to be JSON
+/// before); a claim reads it again, so it is not kept.
+fn limit_key(kind: &KindConfig, payload: &[u8]) -> Result<(), BadKey> {
+    let Some(limit) = &kind.concurrency_limit else {
+        return Ok(());
+    };
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or_default();
+    limit.check(&value).map(|_| ())
+}
+
 /// Gives the tasks of ordered kinds that arrive without a group (bridges, callbacks, ticks)
-/// the group their payload names; a task whose payload names none becomes a dead letter
-/// saying why, rather than running out of order.
+/// the group their payload names, and checks the key of a limited kind; a task whose payload
+/// names neither as its kind needs becomes a dead letter saying why, rather than running out
+/// of order or outside its limit.
 fn group_by_payload(ctx: &Context, tasks: &mut [NewTask]) {
     for t in tasks.iter_mut() {
-        if t.group.is_some() || !matches!(t.intake, Intake::Run) {
+        if !matches!(t.intake, Intake::Run) {
             continue;
         }
         let Some(k) = ctx.kinds.configs().get(&t.kind) else {
             continue;
         };
-        match payload_group(k, &t.payload) {
-            Ok(g) => t.group = g,
-            Err(e) => {
-                t.intake = Intake::Failed {
-                    reason: format!("group: {e}"),
-                }
-            }
+        let checked = match t.group {
+            Some(_) => Ok(()),
+            None => payload_group(k, &t.payload)
+                .map(|g| t.group = g)
+                .map_err(|e| format!("group: {e}")),
+        }
+        .and_then(|()| limit_key(k, &t.payload).map_err(|e| format!("limit key: {e}")));
+        if let Err(reason) = checked {
+            t.intake = Intake::Failed { reason };
         }
     }
 }

@@ -188,6 +188,7 @@ impl Engine {
                         .get(kind)
                         .map(|k| k.on_group_failure())
                         .unwrap_or_default(),
+                    per_key: configs.get(kind).and_then(|k| k.per_key()),
                 })
                 .await?;
             for task in claimed {

@@ -176,6 +176,7 @@ async fn only_the_leader_rescues_stranded_tasks() {
             lease_until: now + jiff::SignedDuration::from_millis(10),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .unwrap();

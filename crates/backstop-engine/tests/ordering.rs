@@ -368,6 +368,7 @@ async fn a_dead_letter_made_by_rescue_raises_group_blocked() {
             lease_until: now + jiff::SignedDuration::from_millis(100),
             max_attempts: 1,
             on_group_failure: OnFailure::Block,
+            per_key: None,
         })
         .await
         .unwrap();

@@ -106,6 +106,7 @@ async fn expired_leases_are_rescued_once_naming_who_held_them() {
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 2,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .unwrap();

@@ -188,6 +188,7 @@ async fn claim_all(s: &Setup, kind: &str) -> usize {
             lease_until: now + SignedDuration::from_hours(1),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .unwrap()

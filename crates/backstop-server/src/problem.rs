@@ -156,7 +156,8 @@ impl From<EnqueueError> for Problem {
             }
             EnqueueError::Invalid(_)
             | EnqueueError::ExpiresBeforeRun { .. }
-            | EnqueueError::Group(_) => Problem::invalid(e.to_string()),
+            | EnqueueError::Group(_)
+            | EnqueueError::LimitKey(_) => Problem::invalid(e.to_string()),
             EnqueueError::Conflict { existing, .. } => {
                 let mut p = Problem::new(StatusCode::CONFLICT, "conflict", e.to_string());
                 p.existing_id = Some(existing.to_string());

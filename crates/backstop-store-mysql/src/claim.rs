@@ -49,6 +49,11 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
     if p.limit == 0 {
         return Ok(Vec::new());
     }
+    if let Some(limit) = &p.per_key {
+        return transaction!(db, Retry::Locks, |conn| {
+            crate::claim_limited::lease(db, conn, p, limit).await
+        });
+    }
     transaction!(db, Retry::Locks, |conn| lease(db, conn, p).await)
 }
 
@@ -69,44 +74,10 @@ async fn lease(
     let mut claimed = Vec::with_capacity(rows.len());
     for r in &rows {
         seqs.push(col::<i64, _>(r, "seq")?);
-        // The lease below adds one to the epoch (and, when it starts, to the attempts) in this
-        // same transaction; a held task's attempt gets that number when it starts.
-        claimed.push(ClaimedTask {
-            id: parse_id(&col::<Vec<u8>, _>(r, "id")?)?,
-            kind: p.kind.clone(),
-            key: crate::row::text(r, "key")?,
-            payload: col(r, "payload")?,
-            attempt: (col::<i64, _>(r, "attempts")? + 1) as u32,
-            max_attempts: match col::<i64, _>(r, "max_attempts")? {
-                0 => p.max_attempts,
-                n => n as u32,
-            },
-            epoch: col::<i64, _>(r, "epoch")? + 1,
-            run_at: from_ms(col(r, "run_at")?),
-            expires_at: opt_time(r, "expires_at")?,
-            traceparent: col(r, "traceparent")?,
-            created_at: from_ms(col(r, "created_at")?),
-            checkpoint: col(r, "checkpoint")?,
-            started: claimed.len() < p.start,
-            group: crate::row::opt_text(r, "grp")?,
-        });
+        claimed.push(task_at(r, p, claimed.len() < p.start)?);
     }
     let started = p.start.min(seqs.len());
-    for list in padded_lists(&seqs[..started]) {
-        let sql = format!("{LEASE}({})", repeat("?", ", ", list.len()));
-        let mut q = sqlx::query(db.tables.q(&sql))
-            .bind(p.owner.as_str())
-            .bind(to_ms(p.lease_until))
-            .bind(now)
-            .bind(now)
-            .bind(p.owner.as_str())
-            .bind(i64::from(p.max_attempts))
-            .bind(skip);
-        for seq in list {
-            q = q.bind(seq);
-        }
-        q.execute(&mut *conn).await?;
-    }
+    start_rows(db, conn, p, &seqs[..started]).await?;
     for list in padded_lists(&seqs[started..]) {
         let sql = format!("{HOLD}({})", repeat("?", ", ", list.len()));
         let mut q = sqlx::query(db.tables.q(&sql))
@@ -122,4 +93,60 @@ async fn lease(
         q.execute(&mut *conn).await?;
     }
     Ok(claimed)
+}
+
+/// The task a row of [`PICK`]'s columns is, once leased: the lease adds one to the epoch (and,
+/// when it starts, to the attempts) in the same transaction; a held task's attempt gets that
+/// number when it starts.
+pub(crate) fn task_at(
+    r: &sqlx::mysql::MySqlRow,
+    p: &ClaimParams,
+    started: bool,
+) -> Result<ClaimedTask, StoreError> {
+    Ok(ClaimedTask {
+        id: parse_id(&col::<Vec<u8>, _>(r, "id")?)?,
+        kind: p.kind.clone(),
+        key: crate::row::text(r, "key")?,
+        payload: col(r, "payload")?,
+        attempt: (col::<i64, _>(r, "attempts")? + 1) as u32,
+        max_attempts: match col::<i64, _>(r, "max_attempts")? {
+            0 => p.max_attempts,
+            n => n as u32,
+        },
+        epoch: col::<i64, _>(r, "epoch")? + 1,
+        run_at: from_ms(col(r, "run_at")?),
+        expires_at: opt_time(r, "expires_at")?,
+        traceparent: col(r, "traceparent")?,
+        created_at: from_ms(col(r, "created_at")?),
+        checkpoint: col(r, "checkpoint")?,
+        started,
+        group: crate::row::opt_text(r, "grp")?,
+    })
+}
+
+/// Leases the rows `seqs` and starts their attempts.
+pub(crate) async fn start_rows(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    p: &ClaimParams,
+    seqs: &[i64],
+) -> Result<(), Fail> {
+    let now = to_ms(p.now);
+    let skip = p.on_group_failure == OnFailure::Skip;
+    for list in padded_lists(seqs) {
+        let sql = format!("{LEASE}({})", repeat("?", ", ", list.len()));
+        let mut q = sqlx::query(db.tables.q(&sql))
+            .bind(p.owner.as_str())
+            .bind(to_ms(p.lease_until))
+            .bind(now)
+            .bind(now)
+            .bind(p.owner.as_str())
+            .bind(i64::from(p.max_attempts))
+            .bind(skip);
+        for seq in list {
+            q = q.bind(seq);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
 }

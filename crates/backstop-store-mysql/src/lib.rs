@@ -25,6 +25,7 @@ mod backlog;
 mod callbacks;
 mod checkpoint;
 mod claim;
+mod claim_limited;
 mod cluster;
 mod complete;
 mod connect;

@@ -78,6 +78,7 @@ async fn per_task_statements_use_their_indexes() {
                 lease_until: t0 + SignedDuration::from_secs(900),
                 max_attempts: 3,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .unwrap();

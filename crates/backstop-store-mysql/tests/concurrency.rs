@@ -47,6 +47,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
                 lease_until: now + SignedDuration::from_secs(60),
                 max_attempts: 3,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .expect("claim");

@@ -170,6 +170,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
             lease_until: now + jiff::SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .unwrap();

@@ -158,6 +158,7 @@ async fn work(
                 lease_until: now + SignedDuration::from_secs(60),
                 max_attempts: 3,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .unwrap();

@@ -63,6 +63,9 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
     if p.limit == 0 {
         return Ok(Vec::new());
     }
+    if let Some(limit) = &p.per_key {
+        return crate::claim_limited::claim(db, p, limit).await;
+    }
     let rows = sqlx::query(db.schema.sql(CLAIM))
         .bind(&p.kind)
         .bind(Time(p.now))
@@ -75,8 +78,16 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
         .fetch_all(&db.pool)
         .await
         .map_err(db_err)?;
+    claimed_rows(&rows, p)
+}
+
+/// The tasks a claim's `RETURNING` rows are (the columns of [`CLAIM`]'s), oldest `run_at` first.
+pub(crate) fn claimed_rows(
+    rows: &[sqlx::postgres::PgRow],
+    p: &ClaimParams,
+) -> Result<Vec<ClaimedTask>, StoreError> {
     let mut claimed = Vec::with_capacity(rows.len());
-    for r in &rows {
+    for r in rows {
         let seq: i64 = col(r, "seq")?;
         let task = ClaimedTask {
             id: col::<Id>(r, "id")?.0,

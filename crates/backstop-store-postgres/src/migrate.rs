@@ -57,6 +57,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (13, "groups", include_str!("../migrations/0013_groups.sql")),
     (14, "pauses", include_str!("../migrations/0014_pauses.sql")),
+    (15, "limits", include_str!("../migrations/0015_limits.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
@@ -260,6 +261,7 @@ WHERE key = 'done';";
             lease_until: now + 30.seconds(),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         };
         let claimed = store.claim(claim(now)).await.unwrap();
         let keys: Vec<&str> = claimed.iter().map(|t| t.key.as_str()).collect();

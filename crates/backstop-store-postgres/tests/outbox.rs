@@ -264,6 +264,7 @@ async fn an_application_role_with_the_documented_privileges_only_can_insert() {
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .unwrap();

@@ -56,6 +56,7 @@ async fn main() {
                 lease_until: now + jiff::SignedDuration::from_secs(60),
                 max_attempts: 8,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .unwrap();

@@ -73,6 +73,9 @@ pub(crate) async fn claim(
 fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     // Outbox rows of a group get their places before anything is claimed.
     crate::groups::place_unplaced(db)?;
+    if let Some(limit) = &p.per_key {
+        return crate::claim_limited::lease(db, p, limit);
+    }
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     let now = to_ms(p.now);
     let mut seqs = Vec::new();
@@ -80,27 +83,7 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     db.prepare(PICK)?
         .query(&[p.kind.as_str().into(), now.into(), limit.into()], |r| {
             seqs.push(r.int(0));
-            // The lease below adds one to the epoch (and, when it starts, to the attempts) in
-            // this same transaction; a held task's attempt gets that number when it starts.
-            claimed.push(ClaimedTask {
-                id: parse_id(r.blob(1))?,
-                kind: p.kind.clone(),
-                key: r.text(2)?.to_owned(),
-                payload: r.blob(3).to_vec(),
-                attempt: (r.int(4) + 1) as u32,
-                max_attempts: match r.int(5) {
-                    0 => p.max_attempts,
-                    n => n as u32,
-                },
-                epoch: r.int(6) + 1,
-                run_at: from_ms(r.int(7)),
-                expires_at: r.opt_int(8).map(from_ms),
-                traceparent: r.opt_text(9)?,
-                created_at: from_ms(r.int(10)),
-                checkpoint: r.opt_text(11)?,
-                started: claimed.len() < p.start,
-                group: r.opt_text(12)?,
-            });
+            claimed.push(task_at(r, p, claimed.len() < p.start)?);
             Ok(())
         })?;
     let started = p.start.min(seqs.len());
@@ -109,8 +92,37 @@ fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
     Ok(claimed)
 }
 
+/// The task a row of [`PICK`]'s columns is, once leased: the lease adds one to the epoch (and,
+/// when it starts, to the attempts) in the same transaction; a held task's attempt gets that
+/// number when it starts.
+pub(crate) fn task_at(
+    r: &crate::raw::Row<'_>,
+    p: &ClaimParams,
+    started: bool,
+) -> Result<ClaimedTask, StoreError> {
+    Ok(ClaimedTask {
+        id: parse_id(r.blob(1))?,
+        kind: p.kind.clone(),
+        key: r.text(2)?.to_owned(),
+        payload: r.blob(3).to_vec(),
+        attempt: (r.int(4) + 1) as u32,
+        max_attempts: match r.int(5) {
+            0 => p.max_attempts,
+            n => n as u32,
+        },
+        epoch: r.int(6) + 1,
+        run_at: from_ms(r.int(7)),
+        expires_at: r.opt_int(8).map(from_ms),
+        traceparent: r.opt_text(9)?,
+        created_at: from_ms(r.int(10)),
+        checkpoint: r.opt_text(11)?,
+        started,
+        group: r.opt_text(12)?,
+    })
+}
+
 /// Leases the rows `seqs` with one of the statement sets above.
-fn lease_rows(
+pub(crate) fn lease_rows(
     db: &Db<'_>,
     p: &ClaimParams,
     seqs: &[i64],

@@ -60,6 +60,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                             lease_until: now + jiff::SignedDuration::from_secs(60),
                             max_attempts: 3,
                             on_group_failure: Default::default(),
+                            per_key: None,
                         })
                         .await
                         .unwrap();

@@ -332,6 +332,7 @@ async fn an_end_while_an_outbox_row_waits_unplaced_unparks_the_placed_task() {
             lease_until: at + SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: OnFailure::Block,
+            per_key: None,
         })
     };
     store

@@ -12,6 +12,7 @@ pub use crate::holds::*;
 pub use crate::intake::*;
 pub use crate::leadership::*;
 pub use crate::leases::*;
+pub use crate::limits::*;
 pub use crate::manual::*;
 pub use crate::pauses::*;
 pub use crate::reads::*;

@@ -64,6 +64,7 @@ pub async fn claim(
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .expect("claim")

@@ -38,6 +38,7 @@ async fn claim_all(store: &dyn Store, now: Timestamp, on_failure: OnFailure) -> 
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: on_failure,
+            per_key: None,
         })
         .await
         .unwrap()

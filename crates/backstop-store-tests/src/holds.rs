@@ -31,6 +31,7 @@ pub async fn claim_holding(
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .expect("claim")

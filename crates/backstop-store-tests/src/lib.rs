@@ -21,6 +21,7 @@ mod holds;
 mod intake;
 mod leadership;
 mod leases;
+mod limits;
 mod manual;
 pub mod outbox;
 mod pauses;
@@ -148,7 +149,12 @@ macro_rules! conformance_suite {
             pauses_of_each_cause_are_kept_side_by_side,
             a_trip_counts_once_and_a_retry_after_only_moves_later,
             a_resume_clears_what_it_names_and_is_recorded,
-            concurrent_trips_keep_the_highest_count
+            concurrent_trips_keep_the_highest_count,
+            a_limited_claim_takes_only_keys_with_a_free_slot,
+            a_limited_claim_starts_at_most_what_it_may_start,
+            a_lapsed_lease_frees_its_slot,
+            a_full_key_does_not_starve_the_others,
+            concurrent_limited_claims_never_exceed_the_max
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -516,6 +516,7 @@ pub async fn grouped_inserts_in_concurrent_transactions_run_in_commit_order(
                     lease_until: now + SignedDuration::from_secs(30),
                     max_attempts: 3,
                     on_group_failure: Default::default(),
+                    per_key: None,
                 })
                 .await
                 .expect("claim");

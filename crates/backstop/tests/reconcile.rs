@@ -67,6 +67,7 @@ async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Time
             lease_until: now + jiff::SignedDuration::from_secs(60),
             max_attempts: 5,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await
         .unwrap();

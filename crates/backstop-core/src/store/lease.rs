@@ -32,6 +32,10 @@ pub struct ClaimParams {
     /// The kind's choice for a failed task of a group ([`crate::group`]), written on every
     /// grouped task it claims: whether that task, once failed, holds its group.
     pub on_group_failure: crate::group::OnFailure,
+    /// The kind's concurrency limit per key ([`crate::limit`]): with one, the claim takes only
+    /// tasks whose keys have a free slot, at most `start` of them, and starts every one (none
+    /// is held); each started task's key is written on its row.
+    pub per_key: Option<crate::limit::PerKey>,
 }
 
 /// A leased task: what a handler needs, and the fence for its completion.

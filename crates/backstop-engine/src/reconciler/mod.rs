@@ -378,6 +378,7 @@ mod tests {
                 lease_until: add(now, Duration::from_secs(10)),
                 max_attempts: 3,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .unwrap();

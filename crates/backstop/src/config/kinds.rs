@@ -25,6 +25,7 @@ pub(super) struct RawKind {
     breaker: Option<super::breaker::RawBreaker>,
     pause_on_retry_after: Option<bool>,
     requires: Option<super::requires::RawRequires>,
+    limits: Option<super::limits::RawLimits>,
     broker: Option<String>,
     exchange: Option<String>,
     routing_key: Option<String>,
@@ -172,6 +173,10 @@ pub(super) fn kinds(
                 super::requires::requires(r)
                     .map_err(|(f, m)| invalid(at(&format!("requires.{f}")), m))?,
             );
+        }
+        if let Some(l) = k.limits {
+            kc.concurrency_limit = super::limits::limits(l)
+                .map_err(|(f, m)| invalid(at(&format!("limits.{f}")), m))?;
         }
         kinds.push(kc);
     }

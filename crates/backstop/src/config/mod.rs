@@ -17,6 +17,7 @@ mod bridges;
 mod broker_target;
 mod engine;
 mod kinds;
+mod limits;
 mod machines;
 mod ordering;
 mod reconciler;

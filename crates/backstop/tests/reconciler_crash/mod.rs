@@ -85,6 +85,7 @@ pub async fn a_leader_killed_mid_pass_leaves_the_rest_to_the_next(server: Server
                 lease_until: past + SignedDuration::from_secs(30),
                 max_attempts: 5,
                 on_group_failure: Default::default(),
+                per_key: None,
             })
             .await
             .unwrap();

@@ -64,6 +64,7 @@ async fn measure(place: &Place, a: &CheckpointsBenchArgs) -> Result<Report> {
             lease_until: now + Duration::from_secs(3600),
             max_attempts: 1,
             on_group_failure: Default::default(),
+            per_key: None,
         })
         .await?
         .pop()

@@ -75,6 +75,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                             lease_until: now + Duration::from_secs(600),
                             max_attempts: 8,
                             on_group_failure: Default::default(),
+                            per_key: None,
                         })
                         .await?;
                     if claimed.is_empty() {

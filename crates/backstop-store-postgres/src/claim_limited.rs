@@ -1,0 +1,137 @@
+//! The claim of a kind limited per key ([`backstop_core::limit`]), in one transaction: an
+//! advisory lock per kind (released at commit) serialises the kind's limited claims, so two
+//! claimers never both take a key's last slot; the keys of the kind's running tasks with a live
+//! lease are counted; due tasks are read oldest first in windows, each taken only while its key
+//! has a free slot, a full key's tasks passed over and the reading going on (up to
+//! [`SCAN_BUDGET`] rows), so one busy key cannot starve the others; and every task taken
+//! starts (none is held), its key written on its row.
+
+use crate::claim::claimed_rows;
+use crate::types::Time;
+use crate::{Db, db_err};
+use backstop_core::StoreError;
+use backstop_core::group::OnFailure;
+use backstop_core::limit::{Admission, PerKey, SCAN_BUDGET};
+use backstop_core::store::{ClaimParams, ClaimedTask};
+use jiff::Timestamp;
+use sqlx::Row;
+use sqlx::postgres::PgBindIterExt;
+
+/// `$1` the schema, `$2` the kind.
+const LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('backstop claim ' || $1 || ' ' || $2, 0))";
+
+/// The keys of kind `$1`'s running tasks whose lease has not ended (`$2` now), a row per task.
+const RUNNING_KEYS: &str = "
+SELECT lkey FROM {schema}.tasks
+WHERE status = 'running' AND lease_until > $2 AND kind = $1 AND lkey IS NOT NULL";
+
+/// The first window of due tasks of kind `$1` at `$2`, at most `$3`, oldest first.
+const PICK_FIRST: &str = "
+SELECT seq, run_at, payload FROM {schema}.tasks
+WHERE status = 'pending' AND kind = $1 AND run_at <= $2
+ORDER BY run_at, seq
+LIMIT $3
+FOR UPDATE SKIP LOCKED";
+
+/// The next window, after the cursor `($4, $5)`.
+const PICK_AFTER: &str = "
+SELECT seq, run_at, payload FROM {schema}.tasks
+WHERE status = 'pending' AND kind = $1 AND run_at <= $2 AND (run_at, seq) > ($4, $5)
+ORDER BY run_at, seq
+LIMIT $3
+FOR UPDATE SKIP LOCKED";
+
+/// Starts the chosen rows (`$1` seqs, `$5` their keys): `$2` now, `$3` owner, `$4` lease end,
+/// `$6` the kind's attempt budget, `$7` whether a failed task of a group lets it go on; the
+/// same columns as `claim::CLAIM` returns.
+const START: &str = "
+UPDATE {schema}.tasks AS t
+SET status = 'running', attempts = t.attempts + 1, epoch = t.epoch + 1,
+    lease_owner = $3, lease_until = $4, updated_at = $2,
+    att_started_at = $2, att_worker = $3,
+    max_attempts = CASE t.max_attempts WHEN 0 THEN $6 ELSE t.max_attempts END,
+    grp_skip = CASE WHEN t.grp IS NULL THEN t.grp_skip ELSE $7 END,
+    lkey = c.lkey
+FROM unnest($1::bigint[], $5::text[]) AS c(seq, lkey)
+WHERE t.seq = c.seq
+RETURNING t.seq, t.id, t.key, t.payload, t.attempts AS attempt, t.max_attempts, t.epoch,
+          t.run_at, t.expires_at, t.traceparent, t.created_at, t.checkpoint, true AS started,
+          t.grp";
+
+/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot.
+pub(crate) async fn claim(
+    db: &Db,
+    p: &ClaimParams,
+    limit: &PerKey,
+) -> Result<Vec<ClaimedTask>, StoreError> {
+    let want = p.limit.min(p.start);
+    if want == 0 {
+        return Ok(Vec::new());
+    }
+    let mut tx = db.pool.begin().await.map_err(db_err)?;
+    sqlx::query(LOCK)
+        .bind(db.schema.name())
+        .bind(&p.kind)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let running: Vec<String> = sqlx::query_scalar(db.schema.sql(RUNNING_KEYS))
+        .bind(&p.kind)
+        .bind(Time(p.now))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let mut admission = Admission::new(limit, running);
+    let window = (want * 4).max(64);
+    let mut cursor: Option<(Timestamp, i64)> = None;
+    let (mut scanned, mut seqs, mut keys) = (0, Vec::new(), Vec::new());
+    while seqs.len() < want && scanned < SCAN_BUDGET {
+        let q = match cursor {
+            None => sqlx::query(db.schema.sql(PICK_FIRST)),
+            Some(_) => sqlx::query(db.schema.sql(PICK_AFTER)),
+        };
+        let mut q = q
+            .bind(&p.kind)
+            .bind(Time(p.now))
+            .bind(i64::try_from(window).unwrap_or(i64::MAX));
+        if let Some((at, seq)) = cursor {
+            q = q.bind(Time(at)).bind(seq);
+        }
+        let rows = q.fetch_all(&mut *tx).await.map_err(db_err)?;
+        scanned += rows.len();
+        for r in &rows {
+            let seq: i64 = r.try_get("seq").map_err(db_err)?;
+            let Time(at) = r.try_get("run_at").map_err(db_err)?;
+            cursor = Some((at, seq));
+            if seqs.len() == want {
+                break;
+            }
+            let payload: &[u8] = r.try_get("payload").map_err(db_err)?;
+            if let Some(key) = admission.admit(payload) {
+                seqs.push(seq);
+                keys.push(key);
+            }
+        }
+        if rows.len() < window {
+            break;
+        }
+    }
+    let rows = if seqs.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query(db.schema.sql(START))
+            .bind(&seqs)
+            .bind(Time(p.now))
+            .bind(&p.owner)
+            .bind(Time(p.lease_until))
+            .bind(keys.iter().map(String::as_str).bind_iter())
+            .bind(i64::from(p.max_attempts))
+            .bind(p.on_group_failure == OnFailure::Skip)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?
+    };
+    tx.commit().await.map_err(db_err)?;
+    claimed_rows(&rows, p)
+}

@@ -1,0 +1,205 @@
+//! Concurrency limits per key: a limited claim takes a task only while its key has fewer than
+//! `max` running tasks with a live lease, counted from the ledger, never from a counter.
+
+use crate::fixtures::*;
+use backstop_core::limit::PerKey;
+use backstop_core::store::*;
+use backstop_core::{AttemptOutcome, NewTask, Status, Store};
+use jiff::{SignedDuration, Timestamp};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type S = Arc<dyn Store>;
+
+/// A task of kind `k` for `tenant` (`None`: a payload without the key).
+fn of(key: &str, tenant: Option<&str>) -> NewTask {
+    let payload = match tenant {
+        Some(t) => format!(r#"{{"tenant":"{t}"}}"#),
+        None => "{}".to_string(),
+    };
+    task("k", key, &payload)
+}
+
+/// Claims (and starts) up to `n` tasks of `k` at `now` under a limit of `max` per tenant.
+async fn claim_limited(
+    store: &dyn Store,
+    owner: &str,
+    n: usize,
+    now: Timestamp,
+    max: u32,
+) -> Vec<ClaimedTask> {
+    store
+        .claim(ClaimParams {
+            kind: "k".into(),
+            limit: n,
+            start: n,
+            owner: owner.into(),
+            now,
+            lease_until: now + SignedDuration::from_secs(30),
+            max_attempts: 3,
+            on_group_failure: Default::default(),
+            per_key: Some(PerKey {
+                pointer: "/tenant".into(),
+                max,
+            }),
+        })
+        .await
+        .expect("limited claim")
+}
+
+fn tenant_of(c: &ClaimedTask) -> String {
+    PerKey {
+        pointer: "/tenant".into(),
+        max: 1,
+    }
+    .key_of(&c.payload)
+}
+
+async fn enqueue_all(store: &dyn Store, tasks: Vec<NewTask>) {
+    store
+        .enqueue(EnqueueParams { tasks, now: t0() })
+        .await
+        .unwrap();
+}
+
+pub async fn a_limited_claim_takes_only_keys_with_a_free_slot(store: S) {
+    let mut tasks = Vec::new();
+    for (i, tenant) in ["a", "a", "b", "a", "b"].iter().enumerate() {
+        let mut t = of(&format!("t{i}"), Some(tenant));
+        t.run_at = at(i as i64);
+        tasks.push(t);
+    }
+    let mut bare = of("bare", None);
+    bare.run_at = at(5);
+    tasks.push(bare);
+    enqueue_all(&*store, tasks).await;
+    let first = claim_limited(&*store, "w1", 10, at(10), 1).await;
+    let keys: Vec<&str> = first.iter().map(|c| c.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["t0", "t2", "bare"],
+        "the oldest of each key, and a payload without the key under the shared one"
+    );
+    assert!(
+        first.iter().all(|c| c.started),
+        "a limited claim holds nothing"
+    );
+    assert!(
+        claim_limited(&*store, "w2", 10, at(10), 1).await.is_empty(),
+        "every key is full"
+    );
+    // t0 ends: a's slot is free, and a's next task is claimed.
+    complete(
+        &*store,
+        vec![completion(
+            &first[0],
+            Status::Succeeded,
+            AttemptOutcome::Succeeded,
+            at(11),
+        )],
+        at(11),
+    )
+    .await;
+    let next = claim_limited(&*store, "w2", 10, at(12), 1).await;
+    let keys: Vec<&str> = next.iter().map(|c| c.key.as_str()).collect();
+    assert_eq!(keys, ["t1"]);
+}
+
+pub async fn a_limited_claim_starts_at_most_what_it_may_start(store: S) {
+    let tasks = (0..6)
+        .map(|i| of(&format!("t{i}"), Some(&format!("x{i}"))))
+        .collect();
+    enqueue_all(&*store, tasks).await;
+    let c = store
+        .claim(ClaimParams {
+            kind: "k".into(),
+            limit: 6,
+            start: 2,
+            owner: "w1".into(),
+            now: at(1),
+            lease_until: at(31),
+            max_attempts: 3,
+            on_group_failure: Default::default(),
+            per_key: Some(PerKey {
+                pointer: "/tenant".into(),
+                max: 5,
+            }),
+        })
+        .await
+        .unwrap();
+    assert_eq!(c.len(), 2, "only as many as start");
+    assert!(c.iter().all(|c| c.started && c.attempt == 1));
+    let counts = store.counts(CountsParams::default()).await.unwrap();
+    assert_eq!((counts.running, counts.pending), (2, 4));
+}
+
+pub async fn a_lapsed_lease_frees_its_slot(store: S) {
+    enqueue_all(&*store, vec![of("t0", Some("a")), of("t1", Some("a"))]).await;
+    let first = claim_limited(&*store, "w1", 5, at(1), 1).await;
+    assert_eq!(first.len(), 1);
+    assert!(
+        claim_limited(&*store, "w2", 5, at(30), 1).await.is_empty(),
+        "the lease (to 31 s) still holds a's slot"
+    );
+    // The holder died: nobody ended its attempt, nothing was rescued, and yet its slot is free
+    // once its lease has lapsed.
+    let second = claim_limited(&*store, "w2", 5, at(32), 1).await;
+    assert_eq!(
+        second.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(),
+        ["t1"]
+    );
+}
+
+pub async fn a_full_key_does_not_starve_the_others(store: S) {
+    // 300 of a's tasks are due first; b's five come after them.
+    let mut tasks: Vec<NewTask> = (0..300)
+        .map(|i| {
+            let mut t = of(&format!("a{i}"), Some("a"));
+            t.run_at = at(1);
+            t
+        })
+        .collect();
+    tasks.extend((0..5).map(|i| {
+        let mut t = of(&format!("b{i}"), Some("b"));
+        t.run_at = at(2);
+        t
+    }));
+    enqueue_all(&*store, tasks).await;
+    let c = claim_limited(&*store, "w1", 10, at(3), 2).await;
+    let mut per: HashMap<String, usize> = HashMap::new();
+    for t in &c {
+        *per.entry(tenant_of(t)).or_default() += 1;
+    }
+    assert_eq!(per.get("a"), Some(&2), "{per:?}");
+    assert_eq!(per.get("b"), Some(&2), "b's tasks past a's 300: {per:?}");
+}
+
+pub async fn concurrent_limited_claims_never_exceed_the_max(store: S) {
+    let tasks = (0..60)
+        .map(|i| of(&format!("t{i}"), Some(&format!("k{}", i % 5))))
+        .collect();
+    enqueue_all(&*store, tasks).await;
+    let claimers: Vec<_> = (0..4)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for _ in 0..10 {
+                    mine.extend(claim_limited(&*store, &format!("w{w}"), 3, at(1), 2).await);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut per: HashMap<String, usize> = HashMap::new();
+    for c in claimers {
+        for t in c.await.unwrap() {
+            *per.entry(tenant_of(&t)).or_default() += 1;
+        }
+    }
+    assert_eq!(per.len(), 5, "{per:?}");
+    assert!(
+        per.values().all(|n| *n == 2),
+        "two per key, never more: {per:?}"
+    );
+}
