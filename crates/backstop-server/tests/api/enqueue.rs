@@ -386,3 +386,52 @@ async fn a_group_given_at_enqueue_orders_tasks_and_lists_them() {
     assert_eq!(api.task_count().await, 3);
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_without_its_limit_key_is_a_422_naming_the_pointer() {
+    let mut kind = crate::harness::push("tenant.sync");
+    kind.concurrency_limit = Some(backstop_core::limit::ConcurrencyLimit {
+        key: "/tenant_id".into(),
+        max: 2,
+        missing_key: Default::default(),
+    });
+    let api = Api::start(Setup {
+        kinds: vec![kind],
+        ..Setup::default()
+    })
+    .await;
+    for (payload, says) in [
+        (
+            json!({"n": 1}),
+            "limit key: the payload's /tenant_id is missing",
+        ),
+        (
+            json!({"tenant_id": 1.5}),
+            "limit key: the payload's /tenant_id is a fractional number",
+        ),
+        (
+            json!({"tenant_id": "x".repeat(600)}),
+            "/tenant_id is 600 bytes long; a limit key is at most 512",
+        ),
+    ] {
+        let (s, p) = api
+            .post("/v1/tasks", task("tenant.sync", "t-1", payload))
+            .await;
+        assert_eq!(s, 422, "{p}");
+        assert_eq!(
+            p["type"].as_str().map(|t| t.ends_with("invalid")),
+            Some(true),
+            "{p}"
+        );
+        assert!(p["detail"].as_str().unwrap().contains(says), "{p}");
+    }
+    assert_eq!(api.task_count().await, 0, "nothing was written");
+    let (s, p) = api
+        .post(
+            "/v1/tasks",
+            task("tenant.sync", "t-2", json!({"tenant_id": 7})),
+        )
+        .await;
+    assert_eq!(s, 201, "{p}");
+    api.stop().await;
+}
