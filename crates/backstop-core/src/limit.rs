@@ -155,16 +155,25 @@ pub struct Admission<'a> {
 }
 
 impl<'a> Admission<'a> {
-    /// Starts from the running tasks' keys (one entry per running task with a live lease).
-    pub fn new(limit: &'a PerKey, running: impl IntoIterator<Item = String>) -> Self {
+    /// Starts from the running tasks' keys: each key with how many of the kind's tasks run
+    /// under it with a live lease.
+    pub fn new(limit: &'a PerKey, running: impl IntoIterator<Item = (String, u32)>) -> Self {
         let mut counts: HashMap<String, u32> = HashMap::new();
-        for k in running {
-            *counts.entry(k).or_default() += 1;
+        for (k, n) in running {
+            *counts.entry(k).or_default() += n;
         }
         Admission {
             limit,
             running: counts,
         }
+    }
+
+    /// The size of the next window of due rows to read, after `read` rows so far, for a claim
+    /// of `want`: exactly `want` first (when no key is full, one read is all it takes), then
+    /// four times more each time, within [`SCAN_BUDGET`].
+    pub fn window(want: usize, read: usize) -> usize {
+        let w = if read == 0 { want } else { read * 4 };
+        w.clamp(1, SCAN_BUDGET.saturating_sub(read).max(1))
     }
 
     /// Admits a task with this payload if its key has a free slot: its key, counted from now
@@ -196,7 +205,7 @@ mod tests {
     #[test]
     fn a_key_is_admitted_up_to_its_max_counting_what_runs() {
         let l = limit(2, MissingKey::Reject).per_key();
-        let mut a = Admission::new(&l, ["t1".to_string()]);
+        let mut a = Admission::new(&l, [("t1".to_string(), 1)]);
         let t1 = br#"{"tenant":"t1"}"#;
         let t2 = br#"{"tenant":"t2"}"#;
         assert_eq!(a.admit(t1).as_deref(), Some("t1"));
@@ -240,6 +249,14 @@ mod tests {
                 len: 513
             })
         );
+    }
+
+    #[test]
+    fn windows_start_at_what_is_wanted_and_grow_within_the_budget() {
+        assert_eq!(Admission::window(10, 0), 10);
+        assert_eq!(Admission::window(10, 10), 40);
+        assert_eq!(Admission::window(10, 50), 200);
+        assert_eq!(Admission::window(1000, 9000), 1000);
     }
 
     #[test]

@@ -18,10 +18,11 @@ use sqlx::MySqlConnection;
 const LOCK: &str =
     "INSERT INTO {claim_locks} (kind) VALUES (?) ON DUPLICATE KEY UPDATE kind = kind";
 
-/// The keys of the kind's running tasks whose lease has not ended, one row per task.
+/// The keys of the kind's running tasks whose lease has not ended, with how many.
 const RUNNING_KEYS: &str = "
-SELECT lkey FROM {tasks}
-WHERE status = 1 AND lease_until > ? AND kind = ? AND lkey IS NOT NULL";
+SELECT lkey, count(*) FROM {tasks}
+WHERE status = 1 AND lease_until > ? AND kind = ? AND lkey IS NOT NULL
+GROUP BY lkey";
 
 /// Due tasks after the cursor `(run_at, seq)`, oldest first (the columns of `claim::PICK`).
 const PICK_AFTER: &str = "
@@ -51,19 +52,20 @@ pub(crate) async fn lease(
         .bind(p.kind.as_str())
         .execute(&mut *conn)
         .await?;
-    let running: Vec<Vec<u8>> = sqlx::query_scalar(db.tables.q(RUNNING_KEYS))
+    let running: Vec<(Vec<u8>, i64)> = sqlx::query_as(db.tables.q(RUNNING_KEYS))
         .bind(now)
         .bind(p.kind.as_str())
         .fetch_all(&mut *conn)
         .await?;
-    let running = running
-        .into_iter()
-        .map(|k| String::from_utf8_lossy(&k).into_owned());
+    let running = running.into_iter().map(|(k, n)| {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        (String::from_utf8_lossy(&k).into_owned(), n)
+    });
     let mut admission = Admission::new(limit, running);
-    let window = (want * 4).max(64);
     let (mut cursor, mut scanned) = ((i64::MIN, i64::MIN), 0);
     let (mut taken, mut claimed): (Vec<(i64, String)>, Vec<ClaimedTask>) = (Vec::new(), Vec::new());
     while taken.len() < want && scanned < SCAN_BUDGET {
+        let window = Admission::window(want, scanned);
         let rows = sqlx::query(db.tables.q(PICK_AFTER))
             .bind(p.kind.as_str())
             .bind(now)

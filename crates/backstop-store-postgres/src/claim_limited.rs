@@ -21,10 +21,11 @@ use sqlx::postgres::PgBindIterExt;
 const LOCK: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('backstop claim ' || $1 || ' ' || $2, 0))";
 
-/// The keys of kind `$1`'s running tasks whose lease has not ended (`$2` now), a row per task.
+/// The keys of kind `$1`'s running tasks whose lease has not ended (`$2` now), with how many.
 const RUNNING_KEYS: &str = "
-SELECT lkey FROM {schema}.tasks
-WHERE status = 'running' AND lease_until > $2 AND kind = $1 AND lkey IS NOT NULL";
+SELECT lkey, count(*) FROM {schema}.tasks
+WHERE status = 'running' AND lease_until > $2 AND kind = $1 AND lkey IS NOT NULL
+GROUP BY lkey";
 
 /// The first window of due tasks of kind `$1` at `$2`, at most `$3`, oldest first.
 const PICK_FIRST: &str = "
@@ -76,17 +77,20 @@ pub(crate) async fn claim(
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-    let running: Vec<String> = sqlx::query_scalar(db.schema.sql(RUNNING_KEYS))
+    let running: Vec<(String, i64)> = sqlx::query_as(db.schema.sql(RUNNING_KEYS))
         .bind(&p.kind)
         .bind(Time(p.now))
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+    let running = running
+        .into_iter()
+        .map(|(k, n)| (k, u32::try_from(n).unwrap_or(u32::MAX)));
     let mut admission = Admission::new(limit, running);
-    let window = (want * 4).max(64);
     let mut cursor: Option<(Timestamp, i64)> = None;
     let (mut scanned, mut seqs, mut keys) = (0, Vec::new(), Vec::new());
     while seqs.len() < want && scanned < SCAN_BUDGET {
+        let window = Admission::window(want, scanned);
         let q = match cursor {
             None => sqlx::query(db.schema.sql(PICK_FIRST)),
             Some(_) => sqlx::query(db.schema.sql(PICK_AFTER)),

@@ -12,10 +12,11 @@ use backstop_core::StoreError;
 use backstop_core::limit::{Admission, PerKey, SCAN_BUDGET};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
-/// The keys of the kind's running tasks whose lease has not ended (`?2` now), one row per task.
+/// The keys of the kind's running tasks whose lease has not ended (`?2` now), with how many.
 const RUNNING_KEYS: &str = "
-SELECT lkey FROM backstop_tasks
-WHERE status = 1 AND lease_until > ?2 AND kind = ?1 AND lkey IS NOT NULL";
+SELECT lkey, count(*) FROM backstop_tasks
+WHERE status = 1 AND lease_until > ?2 AND kind = ?1 AND lkey IS NOT NULL
+GROUP BY lkey";
 
 /// Due tasks after the cursor `(?4, ?5)`, oldest `run_at` first, at most `?3` (the columns of
 /// `claim::PICK`).
@@ -44,16 +45,16 @@ pub(crate) fn lease(
     let mut running = Vec::new();
     db.prepare(RUNNING_KEYS)?
         .query(&[p.kind.as_str().into(), now.into()], |r| {
-            running.push(r.text(0)?.to_owned());
+            running.push((r.text(0)?.to_owned(), r.int(1) as u32));
             Ok(())
         })?;
     let mut admission = Admission::new(limit, running);
-    let window = (want * 4).max(64);
     let (mut cursor, mut scanned) = ((i64::MIN, i64::MIN), 0);
     let mut taken: Vec<(i64, String)> = Vec::new();
     let mut claimed = Vec::new();
     let mut pick = db.prepare(PICK_AFTER)?;
     while taken.len() < want && scanned < SCAN_BUDGET {
+        let window = Admission::window(want, scanned);
         let mut read = 0;
         pick.query(
             &[

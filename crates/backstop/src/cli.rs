@@ -457,6 +457,14 @@ pub struct LedgerBenchArgs {
     /// drain (0, the default: no groups).
     #[arg(long, value_parser = whole::<usize>, default_value_t = 0)]
     pub groups: usize,
+    /// Spread the tasks over this many tenants (`"tenant"` in the payload, task i of tenant
+    /// i mod N) and limit the kind to `--limit-max` attempts at once per tenant
+    /// (`limits.concurrency`), to measure what the limit costs (0, the default: no limit).
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 0)]
+    pub limit_keys: usize,
+    /// With `--limit-keys`: the most attempts at once per tenant.
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 64)]
+    pub limit_max: usize,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,

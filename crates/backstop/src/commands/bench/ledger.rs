@@ -32,6 +32,10 @@ struct Report {
     prefill_tasks_per_s: Option<f64>,
     /// Ordering groups the tasks were spread over (0: none).
     groups: usize,
+    /// Tenants the tasks were spread over under a concurrency limit per tenant (0: none).
+    limit_keys: usize,
+    /// The most attempts at once per tenant, with `limit_keys`.
+    limit_max: Option<usize>,
     tasks: usize,
     batch: usize,
     durability: &'static str,
@@ -86,6 +90,9 @@ pub async fn run(a: LedgerBenchArgs) -> Result<()> {
     if r.groups > 0 {
         println!("ordering groups: {}", r.groups);
     }
+    if let Some(max) = r.limit_max {
+        println!("limit: {max} at once per tenant, {} tenants", r.limit_keys);
+    }
     println!("tasks: {}", r.tasks);
     println!("batch: {}", r.batch);
     println!("durability: {}", r.durability);
@@ -124,6 +131,13 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
     if a.groups > 0 {
         kind.ordering = Some(backstop_core::group::Ordering::default());
     }
+    if a.limit_keys > 0 {
+        kind.concurrency_limit = Some(backstop_core::limit::ConcurrencyLimit {
+            key: "/tenant".into(),
+            max: u32::try_from(a.limit_max.max(1)).unwrap_or(u32::MAX),
+            missing_key: Default::default(),
+        });
+    }
     let engine = Engine::builder(store.clone())
         .kind(kind)
         .handler(
@@ -157,7 +171,9 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
             .map(|i| EnqueueRequest {
                 kind: KIND.into(),
                 key: format!("bench-{i}"),
-                payload: format!(r#"{{"n":{i}}}"#).into_bytes(),
+                // The same payload with or without a limit, so that only the limit differs.
+                payload: format!(r#"{{"n":{i},"tenant":"t{}"}}"#, i % a.limit_keys.max(1))
+                    .into_bytes(),
                 group: (a.groups > 0).then(|| format!("g{}", i % a.groups)),
                 ..Default::default()
             })
@@ -202,6 +218,8 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
         prefill_finished: a.prefill_finished,
         prefill_tasks_per_s: prefill_took.map(|t| a.prefill_finished as f64 / t.as_secs_f64()),
         groups: a.groups,
+        limit_keys: a.limit_keys,
+        limit_max: (a.limit_keys > 0).then_some(a.limit_max),
         tasks: a.tasks,
         batch: a.batch,
         durability: match place {
