@@ -121,8 +121,15 @@ impl Dispatcher {
             let running = cfg.concurrency - slots.available_permits();
             let room = cap.saturating_sub(running + waiting);
             // With nothing waiting, claim for the first free slot (low latency); with tasks
-            // waiting, only once a quarter of the room is free (fewer, bigger commits).
-            let worth = if waiting == 0 { 1 } else { (cap / 4).max(1) };
+            // waiting, only once a quarter of the room is free (fewer, bigger commits). A
+            // limited kind, which holds nothing, claims for a quarter too while attempts run:
+            // each of its claims counts the running tasks per key, and one per freed slot cost
+            // a third of its throughput.
+            let worth = match (waiting, &per_key) {
+                (0, None) => 1,
+                (0, Some(_)) if running == 0 => 1,
+                _ => (cap / 4).max(1),
+            };
             let may_claim = if closed {
                 false
             } else if probing {

@@ -24,7 +24,7 @@ const LOCK: &str =
 /// The keys of kind `$1`'s running tasks whose lease has not ended (`$2` now), with how many.
 const RUNNING_KEYS: &str = "
 SELECT lkey, count(*) FROM {schema}.tasks
-WHERE status = 'running' AND lease_until > $2 AND kind = $1 AND lkey IS NOT NULL
+WHERE status = 'running' AND lkey IS NOT NULL AND kind = $1 AND lease_until > $2
 GROUP BY lkey";
 
 /// The first window of due tasks of kind `$1` at `$2`, at most `$3`, oldest first.

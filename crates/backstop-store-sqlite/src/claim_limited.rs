@@ -13,14 +13,14 @@ use backstop_core::limit::{Admission, PerKey, SCAN_BUDGET};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
 /// The keys of the kind's running tasks whose lease has not ended (`?2` now), with how many.
-const RUNNING_KEYS: &str = "
-SELECT lkey, count(*) FROM backstop_tasks
-WHERE status = 1 AND lease_until > ?2 AND kind = ?1 AND lkey IS NOT NULL
+pub(crate) const RUNNING_KEYS: &str = "
+SELECT lkey, count(*) FROM backstop_tasks INDEXED BY backstop_tasks_running_keys
+WHERE status = 1 AND lkey IS NOT NULL AND kind = ?1 AND lease_until > ?2
 GROUP BY lkey";
 
 /// Due tasks after the cursor `(?4, ?5)`, oldest `run_at` first, at most `?3` (the columns of
 /// `claim::PICK`).
-const PICK_AFTER: &str = "
+pub(crate) const PICK_AFTER: &str = "
 SELECT seq, id, key, payload, attempts, max_attempts, epoch, run_at, expires_at, traceparent,
        created_at, checkpoint, grp
 FROM backstop_tasks

@@ -59,6 +59,14 @@ async fn per_task_statements_use_their_indexes() {
         ));
     }
     cases.push((
+        crate::claim_limited::RUNNING_KEYS,
+        "SEARCH backstop_tasks USING COVERING INDEX backstop_tasks_running_keys (kind=?",
+    ));
+    cases.push((
+        crate::claim_limited::PICK_AFTER,
+        "SEARCH backstop_tasks USING INDEX backstop_tasks_due",
+    ));
+    cases.push((
         crate::rescue::RESCUE_PICK,
         "SEARCH backstop_tasks USING INDEX backstop_tasks_leased (lease_until<?)",
     ));

@@ -260,6 +260,7 @@ async fn the_rebuild_keeps_existing_rows_and_indexes() {
             "backstop_tasks_expiring",
             "backstop_tasks_grp_open",
             "backstop_tasks_leased",
+            "backstop_tasks_running_keys",
             "backstop_tasks_unplaced",
             "sqlite_autoindex_backstop_tasks_1",
             "sqlite_autoindex_backstop_tasks_2",
