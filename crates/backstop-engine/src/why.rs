@@ -267,6 +267,20 @@ fn pending(
             fmt(t.run_at),
             span(t.run_at, now)
         ));
+        if let Some(l) = kind.and_then(|k| k.concurrency_limit.as_ref()) {
+            let key = serde_json::from_slice::<serde_json::Value>(&t.payload)
+                .ok()
+                .and_then(|v| l.check(&v).ok())
+                .unwrap_or_default();
+            let key = match key.as_str() {
+                backstop_core::limit::SHARED_KEY => "the shared key".to_string(),
+                k => format!("{k:?}"),
+            };
+            out.push(format!(
+                "Its kind runs at most {} at once per {} (this task's: {key}), counted over every process: while {} of its key run, it waits for one of them to end.",
+                l.max, l.key, l.max
+            ));
+        }
         match last_pass.and_then(|p| p.overdue.iter().find(|o| o.kind == t.kind)) {
             Some(o) => out.push(format!(
                 "The reconciler finds this kind overdue: {}.",
@@ -386,6 +400,28 @@ mod tests {
         let text = explain(&t, &[], at(40), None, None, None, &Gate::Open).join("\n");
         assert!(text.contains("dead letter"), "{text}");
         assert!(text.contains("backstop dead retry"), "{text}");
+    }
+
+    #[test]
+    fn a_due_task_of_a_limited_kind_names_its_key_and_the_limit() {
+        let mut k = KindConfig::new("sms.send", backstop_core::Target::Pull);
+        k.concurrency_limit = Some(backstop_core::limit::ConcurrencyLimit {
+            key: "/tenant_id".into(),
+            max: 5,
+            missing_key: backstop_core::limit::MissingKey::Shared,
+        });
+        let mut t = task(Status::Pending);
+        t.payload = br#"{"tenant_id":"acme"}"#.to_vec();
+        let text = explain(&t, &[], at(400), Some(&k), None, None, &Gate::Open).join("\n");
+        assert!(
+            text.contains("at most 5 at once per /tenant_id (this task's: \"acme\")"),
+            "{text}"
+        );
+        t.payload = b"{}".to_vec();
+        let text = explain(&t, &[], at(400), Some(&k), None, None, &Gate::Open).join("\n");
+        assert!(text.contains("(this task's: the shared key)"), "{text}");
+        let text = explain(&t, &[], at(400), None, None, None, &Gate::Open).join("\n");
+        assert!(!text.contains("at most"), "{text}");
     }
 
     #[test]
