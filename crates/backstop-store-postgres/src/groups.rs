@@ -5,9 +5,36 @@
 //! expiry or a manual action) wrote the row.
 
 use crate::row::{task, task_columns};
+
+/// A CTE, `groups`, that locks the groups of the rows of `$src` (a CTE of `seq`s) in group
+/// order; a statement that ends those rows refers to it before changing any (`AND (SELECT
+/// count(*) FROM groups) >= 0`), so that ending a grouped task, which locks its group (the
+/// update trigger of 0013_groups), never takes group locks in another order than an enqueue
+/// does (see `complete`).
+macro_rules! lock_groups {
+    ($src:literal) => {
+        concat!(
+            "groups AS MATERIALIZED (
+    SELECT 1
+    FROM (SELECT DISTINCT t.kind, t.grp FROM ",
+            $src,
+            " JOIN {schema}.tasks AS t ON t.seq = ",
+            $src,
+            ".seq
+          WHERE t.grp IS NOT NULL ORDER BY t.kind, t.grp) AS n
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM {schema}.task_groups AS g
+        WHERE g.kind = n.kind AND g.grp = n.grp
+        FOR UPDATE OFFSET 0
+    ) AS g
+)"
+        )
+    };
+}
 use crate::{Db, db_err};
 use backstop_core::store::GroupHeadParams;
 use backstop_core::{StoreError, Task};
+pub(crate) use lock_groups;
 
 /// The first open task of `$1`'s group `$2`, through the partial index of open grouped tasks
 /// (its predicate written as the index has it, so that the planner proves it).

@@ -94,7 +94,8 @@ FROM held WHERE t.seq = held.seq";
 /// Ends the running attempt of each listed row and moves the row to its listed status:
 /// `$1` seqs, `$2` statuses, `$3` reasons and `$4` errors (kept when null), `$5` durations,
 /// `$6` event errors; `$7` now, `$8` the attempt outcome.
-const END_ATTEMPTS: &str = "
+const END_ATTEMPTS: &str = concat!(
+    "
 WITH m AS (
     SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[],
                          $6::text[])
@@ -107,16 +108,9 @@ ended AS (
     FROM m JOIN {schema}.tasks AS t ON t.seq = m.seq
     ORDER BY t.seq
 ),
-groups AS MATERIALIZED (
-    SELECT 1
-    FROM (SELECT DISTINCT t.kind, t.grp FROM m JOIN {schema}.tasks AS t ON t.seq = m.seq
-          WHERE t.grp IS NOT NULL ORDER BY t.kind, t.grp) AS n
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM {schema}.task_groups AS g
-        WHERE g.kind = n.kind AND g.grp = n.grp
-        FOR UPDATE OFFSET 0
-    ) AS g
-)
+",
+    crate::groups::lock_groups!("m"),
+    "
 UPDATE {schema}.tasks AS t
 SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.run_at END,
     reason = coalesce(m.reason, t.reason), last_error = coalesce(m.error, t.last_error),
@@ -125,7 +119,8 @@ SET status = m.status, run_at = CASE WHEN m.status = 'pending' THEN $7 ELSE t.ru
     att_http_status = NULL, att_worker = NULL
 FROM m WHERE t.seq = m.seq
   -- The groups first, in group order (see `complete`).
-  AND (SELECT count(*) FROM groups) >= 0";
+  AND (SELECT count(*) FROM groups) >= 0"
+);
 
 async fn heartbeat(db: &Db, p: &HeartbeatParams) -> Result<Vec<LeaseRef>, StoreError> {
     if p.leases.is_empty() {

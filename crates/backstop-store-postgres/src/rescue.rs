@@ -23,7 +23,8 @@ FOR UPDATE SKIP LOCKED";
 
 /// Compensates pending tasks past their deadline (`$1` now), earliest first, at most `$2`,
 /// with reason `$3`, to status `$4`, and records each on its timeline.
-const EXPIRE: &str = "
+const EXPIRE: &str = concat!(
+    "
 WITH due AS MATERIALIZED (
     SELECT seq FROM {schema}.tasks
     WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= $1
@@ -37,23 +38,17 @@ recorded AS (
     FROM due JOIN {schema}.tasks AS t ON t.seq = due.seq
     ORDER BY t.seq
 ),
-groups AS MATERIALIZED (
-    SELECT 1
-    FROM (SELECT DISTINCT t.kind, t.grp FROM due JOIN {schema}.tasks AS t ON t.seq = due.seq
-          WHERE t.grp IS NOT NULL ORDER BY t.kind, t.grp) AS n
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM {schema}.task_groups AS g
-        WHERE g.kind = n.kind AND g.grp = n.grp
-        FOR UPDATE OFFSET 0
-    ) AS g
-)
+",
+    crate::groups::lock_groups!("due"),
+    "
 UPDATE {schema}.tasks AS t
 SET status = $4, reason = $3, lease_owner = NULL, lease_until = NULL, updated_at = $1,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
     att_http_status = NULL, att_worker = NULL
 FROM due WHERE t.seq = due.seq
   -- The groups first, in group order (see `complete`).
-  AND (SELECT count(*) FROM groups) >= 0";
+  AND (SELECT count(*) FROM groups) >= 0"
+);
 
 impl Rescue for PostgresStore {
     fn rescue(&self, p: RescueParams) -> BoxFuture<'_, Result<Vec<Rescued>, StoreError>> {
