@@ -230,3 +230,55 @@ async fn a_payload_without_the_key_is_refused_or_shared_as_the_kind_says() {
     let c = store.counts(CountsParams::default()).await.unwrap();
     assert_eq!(c.pending, 1);
 }
+
+/// A task from a source that is not the API (here a schedule's tick) whose payload lacks the
+/// key becomes a dead letter saying why, rather than running outside its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_without_the_key_becomes_a_dead_letter_naming_the_pointer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db").display().to_string();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let def =
+        serde_json::json!({"kind": KIND, "cron": "0 0 1 1 *", "payload": {"report": "daily"}});
+    let schedule = serde_json::from_value::<backstop_core::schedule::ScheduleDef>(def)
+        .unwrap()
+        .build("nightly", |k| k == KIND)
+        .unwrap();
+    let engine = Engine::builder(store.clone())
+        .kind(kind("http://127.0.0.1:9/", MissingKey::Reject))
+        .schedule(schedule)
+        .build()
+        .unwrap();
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let triggered = loop {
+        match engine.trigger_schedule("nightly", "test").await {
+            Ok(t) => break t,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "trigger: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let _ = stop.send(());
+    run.await.unwrap();
+    let t = store
+        .get(backstop_core::store::GetParams { id: triggered.id })
+        .await
+        .unwrap()
+        .expect("the tick's task");
+    assert_eq!(t.status, backstop_core::Status::Failed, "{t:?}");
+    assert_eq!(t.attempts, 0);
+    let reason = t.reason.unwrap_or_default();
+    assert!(
+        reason.contains("limit key: the payload's /tenant is missing"),
+        "{reason}"
+    );
+}
