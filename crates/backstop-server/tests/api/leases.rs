@@ -529,3 +529,41 @@ async fn a_long_error_is_kept_truncated_and_times_have_three_fraction_digits() {
     }
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_request_gets_only_tasks_whose_keys_have_a_free_slot() {
+    let mut kind = crate::harness::pull("report.render");
+    kind.concurrency_limit = Some(backstop_core::limit::ConcurrencyLimit {
+        key: "/tenant".into(),
+        max: 1,
+        missing_key: Default::default(),
+    });
+    let api = Api::start(Setup {
+        kinds: vec![kind],
+        ..Setup::default()
+    })
+    .await;
+    for (key, tenant) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        let (s, e) = api
+            .post(
+                "/v1/tasks",
+                task("report.render", key, json!({"tenant": tenant})),
+            )
+            .await;
+        assert_eq!(s, 201, "{e}");
+    }
+    let (s, got) = lease(&api, "w1", json!({"lease": "30s"})).await;
+    assert_eq!(s, 200, "{got}");
+    let mut keys: Vec<&str> = got["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["a1", "b1"], "one of each tenant: {got}");
+    // Every tenant's slot is taken: another worker gets nothing, though a2 is due.
+    let (_, none) = lease(&api, "w2", json!({})).await;
+    assert_eq!(none["tasks"], json!([]), "{none}");
+    api.stop().await;
+}
