@@ -149,10 +149,10 @@ fn limit_key(kind: &KindConfig, payload: &[u8]) -> Result<(), BadKey> {
     limit.check(&value).map(|_| ())
 }
 
-/// Gives the tasks of ordered kinds that arrive without a group (bridges, callbacks, ticks)
-/// the group their payload names, and checks the key of a limited kind; a task whose payload
-/// names neither as its kind needs becomes a dead letter saying why, rather than running out
-/// of order or outside its limit.
+/// Does for tasks that did not go through [`prepare`] (schedule ticks) what it does: gives a
+/// task of an ordered kind without a group the group its payload names, and checks the key of
+/// a limited kind; a task whose payload names neither as its kind needs becomes a dead letter
+/// saying why, rather than running out of order or outside its limit.
 fn group_by_payload(ctx: &Context, tasks: &mut [NewTask]) {
     for t in tasks.iter_mut() {
         if !matches!(t.intake, Intake::Run) {
@@ -200,7 +200,7 @@ pub(crate) async fn enqueue_many(
         .iter()
         .map(|t| (t.kind.clone(), t.key.clone()))
         .collect();
-    let results = enqueue_tasks(ctx, tasks, now).await?;
+    let results = enqueue_prepared(ctx, tasks, now).await?;
     let mut out = Vec::with_capacity(results.len());
     for (r, (kind, key)) in results.into_iter().zip(keys) {
         out.push(match r {
@@ -216,14 +216,25 @@ pub(crate) async fn enqueue_many(
     Ok(out)
 }
 
-/// Writes prepared tasks in one transaction, waking what serves their kinds and counting the
-/// new ones: the one way into the ledger for every source.
+/// [`enqueue_prepared`] for tasks built without [`prepare`] (schedule ticks): their group and
+/// limit key are read from their payloads first.
 pub(crate) async fn enqueue_tasks(
     ctx: &Context,
     mut tasks: Vec<NewTask>,
     now: Timestamp,
 ) -> Result<Vec<EnqueueResult>, StoreError> {
     group_by_payload(ctx, &mut tasks);
+    enqueue_prepared(ctx, tasks, now).await
+}
+
+/// Writes tasks in one transaction, waking what serves their kinds and counting the new ones:
+/// the one way into the ledger for every source. Each went through [`prepare`] (the API,
+/// bridges) or [`enqueue_tasks`].
+pub(crate) async fn enqueue_prepared(
+    ctx: &Context,
+    tasks: Vec<NewTask>,
+    now: Timestamp,
+) -> Result<Vec<EnqueueResult>, StoreError> {
     let kinds: Vec<(String, bool)> = tasks
         .iter()
         .map(|t| (t.kind.clone(), matches!(t.intake, Intake::Run)))

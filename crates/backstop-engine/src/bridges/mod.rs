@@ -9,7 +9,7 @@ mod intake;
 pub mod status;
 
 use crate::context::Context;
-use crate::enqueue::enqueue_tasks;
+use crate::enqueue::enqueue_prepared;
 use backstop_brokers::{BrokerError, Consumer, Received, connect_consumer};
 use backstop_core::broker::BridgeConfig;
 use backstop_core::store::{BeatParams, EnqueueResult};
@@ -272,7 +272,8 @@ impl Bridge {
         let mut pause = Duration::from_millis(100);
         loop {
             let now = self.ctx.clock.now();
-            match enqueue_tasks(&self.ctx, tasks.to_vec(), now).await {
+            // Each was made by `enqueue::prepare` (see `intake`).
+            match enqueue_prepared(&self.ctx, tasks.to_vec(), now).await {
                 Ok(r) => return Some(r),
                 Err(e) => {
                     tracing::error!(bridge = %self.config.name, error = %e, "the ledger did not take a batch; trying again (nothing acknowledged)");
