@@ -34,6 +34,9 @@ pub enum EventType {
     Suspended,
     /// A checkpoint arrived from an attempt whose lease had been lost; it was not saved.
     CheckpointRejected,
+    /// The kind's rate limit for the task's key forbade a start when it was due: it was moved
+    /// to when it may start, spending no attempt; the reason names the key and the time.
+    RateLimited,
 }
 
 impl EventType {
@@ -51,6 +54,7 @@ impl EventType {
             EventType::Redelivered => "redelivered",
             EventType::Suspended => "suspended",
             EventType::CheckpointRejected => "checkpoint_rejected",
+            EventType::RateLimited => "rate_limited",
         }
     }
 
@@ -69,6 +73,7 @@ impl EventType {
             Redelivered,
             Suspended,
             CheckpointRejected,
+            RateLimited,
         ]
         .into_iter()
         .find(|t| t.as_str() == s)

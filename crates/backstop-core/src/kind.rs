@@ -67,6 +67,9 @@ pub struct KindConfig {
     pub requires: Option<crate::requires::Requires>,
     /// At most so many attempts at once per key of the payload ([`crate::limit`]).
     pub concurrency_limit: Option<crate::limit::ConcurrencyLimit>,
+    /// At most so many attempt starts per period per key of the payload
+    /// ([`crate::limit::rate`]).
+    pub rate_limit: Option<crate::limit::RateLimit>,
 }
 
 impl KindConfig {
@@ -80,7 +83,13 @@ impl KindConfig {
 
     /// What a claim of this kind is told of its limit per key.
     pub fn per_key(&self) -> Option<crate::limit::PerKey> {
-        self.concurrency_limit.as_ref().map(|l| l.per_key())
+        if self.concurrency_limit.is_none() && self.rate_limit.is_none() {
+            return None;
+        }
+        Some(crate::limit::PerKey {
+            concurrency: self.concurrency_limit.as_ref().map(|l| l.per_key()),
+            rate: self.rate_limit.as_ref().map(|l| l.per_key()),
+        })
     }
 
     /// The group a dead letter of this kind in `group` holds: that group when the kind blocks
@@ -117,6 +126,7 @@ impl KindConfig {
             pause_on_retry_after: true,
             requires: None,
             concurrency_limit: None,
+            rate_limit: None,
         }
     }
 }

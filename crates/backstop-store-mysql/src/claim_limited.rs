@@ -4,13 +4,15 @@
 //! tasks with a live lease are counted; due tasks are read oldest first in windows, each taken
 //! only while its key has a free slot, a full key's tasks passed over and the reading going on
 //! (up to [`SCAN_BUDGET`] rows), so one busy key cannot starve the others; and every task taken
-//! starts (none is held), its key written on its row.
+//! starts (none is held), its key written on its row. A kind with a rate limit keeps each
+//! key's GCRA time in `rate_keys`; a due task whose key may not start yet is moved to when it
+//! may, with a `rate_limited` event.
 
 use crate::Db;
 use crate::claim::{start_rows, task_at};
 use crate::row::{col, to_ms};
 use crate::tx::Fail;
-use backstop_core::limit::{Admission, PerKey, SCAN_BUDGET};
+use backstop_core::limit::{Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use sqlx::MySqlConnection;
 
@@ -36,7 +38,29 @@ FOR UPDATE SKIP LOCKED";
 
 const SET_KEY: &str = "UPDATE {tasks} SET lkey = ? WHERE seq = ?";
 
-/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot.
+/// The kind's keys whose rate state is still in the future (now in µs, twice).
+const RATES: &str = "
+SELECT rkey, tat, planned FROM {rate_keys} WHERE kind = ? AND (tat > ? OR planned > ?)";
+
+const SAVE_RATE: &str = "
+INSERT INTO {rate_keys} (kind, rkey, tat, planned) VALUES (?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE tat = VALUES(tat), planned = VALUES(planned)";
+
+/// Rate state that means nothing any more (both times passed).
+const FORGET_RATES: &str = "DELETE FROM {rate_keys} WHERE kind = ? AND tat <= ? AND planned <= ?";
+
+/// The kind's overrides per key.
+pub(crate) const OVERRIDES: &str = "
+SELECT lkey, max, rate_limit, rate_period, rate_burst FROM {limit_overrides} WHERE kind = ?";
+
+/// Moves a throttled task to when it may start (ms) and says why on its timeline.
+const THROTTLE: &str = "UPDATE {tasks} SET run_at = ?, updated_at = ? WHERE seq = ?";
+const THROTTLED: &str = "
+INSERT INTO {events} (task_id, type, at, reason)
+SELECT id, 'rate_limited', ?, ? FROM {tasks} WHERE seq = ?";
+
+/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot
+/// and whose rate allows a start now; moves the due tasks whose rate does not to when it will.
 pub(crate) async fn lease(
     db: &Db,
     conn: &mut MySqlConnection,
@@ -52,18 +76,56 @@ pub(crate) async fn lease(
         .bind(p.kind.as_str())
         .execute(&mut *conn)
         .await?;
-    let running: Vec<(Vec<u8>, i64)> = sqlx::query_as(db.tables.q(RUNNING_KEYS))
-        .bind(now)
+    let now_us = p.now.as_microsecond() as i64;
+    let running: Vec<(Vec<u8>, i64)> = match limit.concurrency {
+        Some(_) => {
+            sqlx::query_as(db.tables.q(RUNNING_KEYS))
+                .bind(now)
+                .bind(p.kind.as_str())
+                .fetch_all(&mut *conn)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    let running = running.into_iter().map(|(k, n)| {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        (text(k), n)
+    });
+    type OverrideRow = (Vec<u8>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    let overrides: Vec<OverrideRow> = sqlx::query_as(db.tables.q(OVERRIDES))
         .bind(p.kind.as_str())
         .fetch_all(&mut *conn)
         .await?;
-    let running = running.into_iter().map(|(k, n)| {
-        let n = u32::try_from(n).unwrap_or(u32::MAX);
-        (String::from_utf8_lossy(&k).into_owned(), n)
-    });
-    let mut admission = Admission::new(limit, running);
+    let rates: Vec<(Vec<u8>, i64, i64)> = match limit.rate {
+        Some(_) => {
+            sqlx::query_as(db.tables.q(RATES))
+                .bind(p.kind.as_str())
+                .bind(now_us)
+                .bind(now_us)
+                .fetch_all(&mut *conn)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    let mut admission = Admission::new(limit, now_us, running)
+        .overrides(
+            overrides
+                .into_iter()
+                .map(|(k, max, l, per, b)| (text(k), KeyOverride::from_row(max, l, per, b))),
+        )
+        .rates(rates.into_iter().map(|(k, tat_us, planned_us)| {
+            (
+                text(k),
+                RateState {
+                    tat_us,
+                    planned_us,
+                },
+            )
+        }));
     let (mut cursor, mut scanned) = ((i64::MIN, i64::MIN), 0);
-    let (mut taken, mut claimed): (Vec<(i64, String)>, Vec<ClaimedTask>) = (Vec::new(), Vec::new());
+    let mut taken: Vec<(i64, Option<String>)> = Vec::new();
+    let mut claimed: Vec<ClaimedTask> = Vec::new();
+    let mut throttled: Vec<(i64, i64, String)> = Vec::new();
     while taken.len() < want && scanned < SCAN_BUDGET {
         let window = Admission::window(want, scanned);
         let rows = sqlx::query(db.tables.q(PICK_AFTER))
@@ -83,9 +145,18 @@ pub(crate) async fn lease(
                 break;
             }
             let payload: Vec<u8> = col(r, "payload")?;
-            if let Some(key) = admission.admit(&payload) {
-                taken.push((seq, key));
-                claimed.push(task_at(r, p, true)?);
+            let verdict = admission.admit(&payload);
+            match verdict {
+                Verdict::Start { lkey } => {
+                    taken.push((seq, lkey));
+                    claimed.push(task_at(r, p, true)?);
+                }
+                Verdict::Pass => {}
+                Verdict::Throttled { until_us, .. } => {
+                    let reason = verdict.reason().unwrap_or_default();
+                    // Rounded up: never due before the rate allows.
+                    throttled.push((seq, (until_us + 999).div_euclid(1_000), reason));
+                }
             }
         }
         if rows.len() < window {
@@ -95,11 +166,48 @@ pub(crate) async fn lease(
     let seqs: Vec<i64> = taken.iter().map(|t| t.0).collect();
     start_rows(db, conn, p, &seqs).await?;
     for (seq, key) in &taken {
+        let Some(key) = key else { continue };
         sqlx::query(db.tables.q(SET_KEY))
             .bind(key.as_bytes())
             .bind(seq)
             .execute(&mut *conn)
             .await?;
     }
+    for (seq, until, reason) in &throttled {
+        sqlx::query(db.tables.q(THROTTLE))
+            .bind(until)
+            .bind(now)
+            .bind(seq)
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(db.tables.q(THROTTLED))
+            .bind(now)
+            .bind(reason.as_str())
+            .bind(seq)
+            .execute(&mut *conn)
+            .await?;
+    }
+    if limit.rate.is_some() {
+        for (key, s) in admission.changed_rates() {
+            sqlx::query(db.tables.q(SAVE_RATE))
+                .bind(p.kind.as_str())
+                .bind(key.as_bytes())
+                .bind(s.tat_us)
+                .bind(s.planned_us)
+                .execute(&mut *conn)
+                .await?;
+        }
+        sqlx::query(db.tables.q(FORGET_RATES))
+            .bind(p.kind.as_str())
+            .bind(now_us)
+            .bind(now_us)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(claimed)
+}
+
+/// A key stored as bytes, as text.
+fn text(k: Vec<u8>) -> String {
+    String::from_utf8(k).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }

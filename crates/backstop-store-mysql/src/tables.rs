@@ -7,10 +7,11 @@ use backstop_core::StoreError;
 /// `backstop_leaders`, `backstop_beats`, `backstop_statement_runs`, `backstop_entities`,
 /// `backstop_entity_events`, `backstop_entity_decisions`, `backstop_callbacks`,
 /// `backstop_schedules`, `backstop_task_groups`, `backstop_pauses`, `backstop_pause_log`,
-/// `backstop_claim_locks`, `backstop_schema`.
+/// `backstop_claim_locks`, `backstop_rate_keys`, `backstop_limit_overrides`,
+/// `backstop_limit_override_log`, `backstop_schema`.
 pub const DEFAULT_PREFIX: &str = "backstop_";
 
-/// Longest accepted prefix: the longest table name (`…entity_decisions`) stays within MySQL's
+/// Longest accepted prefix: the longest table name (`…limit_override_log`) stays within MySQL's
 /// 64.
 pub const MAX_PREFIX_LEN: usize = 40;
 
@@ -42,7 +43,7 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), StoreError> {
 /// through it (`{tasks}` …), and dropping a scratch ledger drops exactly these, so that a table
 /// added here is both usable in templates and dropped, and one missing here is usable in
 /// neither.
-pub(crate) const TABLES: [&str; 15] = [
+pub(crate) const TABLES: [&str; 18] = [
     "schema",
     "tasks",
     "events",
@@ -58,6 +59,9 @@ pub(crate) const TABLES: [&str; 15] = [
     "pauses",
     "pause_log",
     "claim_locks",
+    "rate_keys",
+    "limit_overrides",
+    "limit_override_log",
 ];
 
 /// The ledger's table names, for one validated prefix.
@@ -92,7 +96,7 @@ impl Tables {
     /// `template` with each placeholder of [`TABLES`] (`{tasks}`, `{events}`, `{leaders}`,
     /// `{beats}`, `{statement_runs}`, `{entities}`, `{entity_events}`, `{entity_decisions}`,
     /// `{callbacks}`, `{schedules}`, `{task_groups}`, `{pauses}`, `{pause_log}`,
-    /// `{claim_locks}`, `{schema}`)
+    /// `{claim_locks}`, `{rate_keys}`, `{limit_overrides}`, `{limit_override_log}`, `{schema}`)
     /// replaced by the table's name.
     pub(crate) fn sql(&self, template: &str) -> String {
         self.names

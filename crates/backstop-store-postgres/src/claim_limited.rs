@@ -4,14 +4,16 @@
 //! lease are counted; due tasks are read oldest first in windows, each taken only while its key
 //! has a free slot, a full key's tasks passed over and the reading going on (up to
 //! [`SCAN_BUDGET`] rows), so one busy key cannot starve the others; and every task taken
-//! starts (none is held), its key written on its row.
+//! starts (none is held), its key written on its row. A kind with a rate limit keeps each
+//! key's GCRA time in `rate_keys`; a due task whose key may not start yet is moved to when it
+//! may, with a `rate_limited` event.
 
 use crate::claim::claimed_rows;
 use crate::types::Time;
 use crate::{Db, db_err};
 use backstop_core::StoreError;
 use backstop_core::group::OnFailure;
-use backstop_core::limit::{Admission, PerKey, SCAN_BUDGET};
+use backstop_core::limit::{Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use jiff::Timestamp;
 use sqlx::Row;
@@ -60,7 +62,43 @@ RETURNING t.seq, t.id, t.key, t.payload, t.attempts AS attempt, t.max_attempts, 
           t.run_at, t.expires_at, t.traceparent, t.created_at, t.checkpoint, true AS started,
           t.grp";
 
-/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot.
+/// The kind `$1`'s keys whose rate state is still in the future (`$2` now, in µs).
+const RATES: &str = "
+SELECT rkey, tat, planned FROM {schema}.rate_keys
+WHERE kind = $1 AND (tat > $2 OR planned > $2)";
+
+/// Stores the changed rate states (`$2` keys, `$3` tats, `$4` planned) and forgets the ones
+/// whose times have both passed (`$5` now, in µs).
+const SAVE_RATES: &str = "
+WITH saved AS (
+    INSERT INTO {schema}.rate_keys (kind, rkey, tat, planned)
+    SELECT $1, c.rkey, c.tat, c.planned
+    FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS c(rkey, tat, planned)
+    ON CONFLICT (kind, rkey) DO UPDATE SET tat = excluded.tat, planned = excluded.planned
+)
+DELETE FROM {schema}.rate_keys
+WHERE kind = $1 AND tat <= $5 AND planned <= $5 AND rkey <> ALL ($2::text[])";
+
+/// The kind `$1`'s overrides per key.
+pub(crate) const OVERRIDES: &str = "
+SELECT lkey, max, rate_limit, rate_period, rate_burst FROM {schema}.limit_overrides
+WHERE kind = $1";
+
+/// Moves throttled tasks (`$1` seqs) to when they may start (`$2`, µs since the epoch) and
+/// says why on their timelines (`$3` now, `$4` the reasons).
+const THROTTLE: &str = "
+WITH moved AS (
+    UPDATE {schema}.tasks AS t
+    SET run_at = timestamptz 'epoch' + c.until * interval '1 microsecond', updated_at = $3
+    FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS c(seq, until, reason)
+    WHERE t.seq = c.seq
+    RETURNING t.id, c.reason
+)
+INSERT INTO {schema}.events (task_id, type, at, reason)
+SELECT id, 'rate_limited', $3, reason FROM moved";
+
+/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot
+/// and whose rate allows a start now; moves the due tasks whose rate does not to when it will.
 pub(crate) async fn claim(
     db: &Db,
     p: &ClaimParams,
@@ -77,18 +115,52 @@ pub(crate) async fn claim(
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-    let running: Vec<(String, i64)> = sqlx::query_as(db.schema.sql(RUNNING_KEYS))
-        .bind(&p.kind)
-        .bind(Time(p.now))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
+    let now_us = p.now.as_microsecond() as i64;
+    let running: Vec<(String, i64)> = match limit.concurrency {
+        Some(_) => sqlx::query_as(db.schema.sql(RUNNING_KEYS))
+            .bind(&p.kind)
+            .bind(Time(p.now))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?,
+        None => Vec::new(),
+    };
     let running = running
         .into_iter()
         .map(|(k, n)| (k, u32::try_from(n).unwrap_or(u32::MAX)));
-    let mut admission = Admission::new(limit, running);
+    type OverrideRow = (String, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    let overrides: Vec<OverrideRow> = sqlx::query_as(db.schema.sql(OVERRIDES))
+        .bind(&p.kind)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
+    let rates: Vec<(String, i64, i64)> = match limit.rate {
+        Some(_) => sqlx::query_as(db.schema.sql(RATES))
+            .bind(&p.kind)
+            .bind(now_us)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_err)?,
+        None => Vec::new(),
+    };
+    let mut admission = Admission::new(limit, now_us, running)
+        .overrides(
+            overrides
+                .into_iter()
+                .map(|(k, max, l, per, b)| (k, KeyOverride::from_row(max, l, per, b))),
+        )
+        .rates(rates.into_iter().map(|(k, tat_us, planned_us)| {
+            (
+                k,
+                RateState {
+                    tat_us,
+                    planned_us,
+                },
+            )
+        }));
     let mut cursor: Option<(Timestamp, i64)> = None;
-    let (mut scanned, mut seqs, mut keys) = (0, Vec::new(), Vec::new());
+    let (mut scanned, mut seqs, mut keys) = (0, Vec::new(), Vec::<Option<String>>::new());
+    let mut throttled = Throttled::default();
     while seqs.len() < want && scanned < SCAN_BUDGET {
         let window = Admission::window(want, scanned);
         let q = match cursor {
@@ -112,9 +184,18 @@ pub(crate) async fn claim(
                 break;
             }
             let payload: &[u8] = r.try_get("payload").map_err(db_err)?;
-            if let Some(key) = admission.admit(payload) {
-                seqs.push(seq);
-                keys.push(key);
+            let verdict = admission.admit(payload);
+            match verdict {
+                Verdict::Start { lkey } => {
+                    seqs.push(seq);
+                    keys.push(lkey);
+                }
+                Verdict::Pass => {}
+                Verdict::Throttled { until_us, .. } => {
+                    throttled.seqs.push(seq);
+                    throttled.until.push(until_us);
+                    throttled.reasons.push(verdict.reason().unwrap_or_default());
+                }
             }
         }
         if rows.len() < window {
@@ -129,13 +210,48 @@ pub(crate) async fn claim(
             .bind(Time(p.now))
             .bind(&p.owner)
             .bind(Time(p.lease_until))
-            .bind(keys.iter().map(String::as_str).bind_iter())
+            .bind(keys.iter().map(Option::as_deref).bind_iter())
             .bind(i64::from(p.max_attempts))
             .bind(p.on_group_failure == OnFailure::Skip)
             .fetch_all(&mut *tx)
             .await
             .map_err(db_err)?
     };
+    if !throttled.seqs.is_empty() {
+        sqlx::query(db.schema.sql(THROTTLE))
+            .bind(&throttled.seqs)
+            .bind(&throttled.until)
+            .bind(Time(p.now))
+            .bind(&throttled.reasons)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
+    if limit.rate.is_some() {
+        let (mut rkeys, mut tats, mut planned) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, s) in admission.changed_rates() {
+            rkeys.push(k);
+            tats.push(s.tat_us);
+            planned.push(s.planned_us);
+        }
+        sqlx::query(db.schema.sql(SAVE_RATES))
+            .bind(&p.kind)
+            .bind(&rkeys)
+            .bind(&tats)
+            .bind(&planned)
+            .bind(now_us)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
     tx.commit().await.map_err(db_err)?;
     claimed_rows(&rows, p)
+}
+
+/// The tasks a claim moves on for their keys' rates.
+#[derive(Default)]
+struct Throttled {
+    seqs: Vec<i64>,
+    until: Vec<i64>,
+    reasons: Vec<String>,
 }

@@ -58,6 +58,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (13, "groups", include_str!("../migrations/0013_groups.sql")),
     (14, "pauses", include_str!("../migrations/0014_pauses.sql")),
     (15, "limits", include_str!("../migrations/0015_limits.sql")),
+    (16, "rates", include_str!("../migrations/0016_rates.sql")),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.

@@ -2,14 +2,18 @@
 //! running tasks with a live lease are counted, due tasks are read oldest first in windows,
 //! and each is taken only while its key has a free slot; a full key's tasks are passed over
 //! and the reading goes on (up to [`SCAN_BUDGET`] rows), so one busy key cannot starve the
-//! others. Every task taken starts (none is held) and its key is written on its row. The
-//! single writer serialises these claims, as it does every write.
+//! others. Every task taken starts (none is held) and its key is written on its row. A kind
+//! with a rate limit keeps each key's GCRA time in `backstop_rate_keys`; a due task whose key
+//! may not start yet is moved to when it may, with a `rate_limited` event. The single writer
+//! serialises these claims, as it does every write.
 
 use crate::claim::{LEASE_SQL, lease_rows, task_at};
-use crate::raw::{Db, Value};
+use crate::raw::{Db, Row, Value};
 use crate::row::jiff_ms::to_ms;
 use backstop_core::StoreError;
-use backstop_core::limit::{Admission, PerKey, SCAN_BUDGET};
+use backstop_core::limit::{
+    Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict,
+};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
 /// The keys of the kind's running tasks whose lease has not ended (`?2` now), with how many.
@@ -31,7 +35,33 @@ LIMIT ?3";
 
 const SET_KEY: &str = "UPDATE backstop_tasks SET lkey = ?2 WHERE seq = ?1";
 
-/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot.
+/// The kind's keys whose rate state is still in the future (`?2` now, in µs).
+const RATES: &str = "
+SELECT rkey, tat, planned FROM backstop_rate_keys
+WHERE kind = ?1 AND (tat > ?2 OR planned > ?2)";
+
+const SAVE_RATE: &str = "
+INSERT INTO backstop_rate_keys (kind, rkey, tat, planned) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (kind, rkey) DO UPDATE SET tat = excluded.tat, planned = excluded.planned";
+
+/// Rate state that means nothing any more (both times passed).
+const FORGET_RATES: &str =
+    "DELETE FROM backstop_rate_keys WHERE kind = ?1 AND tat <= ?2 AND planned <= ?2";
+
+/// The kind's overrides per key.
+pub(crate) const OVERRIDES: &str = "
+SELECT lkey, max, rate_limit, rate_period, rate_burst FROM backstop_limit_overrides
+WHERE kind = ?1";
+
+/// Moves a throttled task (`?1` seq) to when it may start (`?2`, ms) and says why on its
+/// timeline (`?3` now, `?4` the reason).
+const THROTTLE: &str = "UPDATE backstop_tasks SET run_at = ?2, updated_at = ?3 WHERE seq = ?1";
+const THROTTLED: &str = "
+INSERT INTO backstop_events (task_id, type, at, reason)
+SELECT id, 'rate_limited', ?2, ?3 FROM backstop_tasks WHERE seq = ?1";
+
+/// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot
+/// and whose rate allows a start now; moves the due tasks whose rate does not to when it will.
 pub(crate) fn lease(
     db: &Db<'_>,
     p: &ClaimParams,
@@ -42,15 +72,39 @@ pub(crate) fn lease(
         return Ok(Vec::new());
     }
     let now = to_ms(p.now);
+    let now_us = p.now.as_microsecond() as i64;
     let mut running = Vec::new();
-    db.prepare(RUNNING_KEYS)?
-        .query(&[p.kind.as_str().into(), now.into()], |r| {
-            running.push((r.text(0)?.to_owned(), r.int(1) as u32));
+    if limit.concurrency.is_some() {
+        db.prepare(RUNNING_KEYS)?
+            .query(&[p.kind.as_str().into(), now.into()], |r| {
+                running.push((r.text(0)?.to_owned(), r.int(1) as u32));
+                Ok(())
+            })?;
+    }
+    let mut overrides = Vec::new();
+    db.prepare(OVERRIDES)?
+        .query(&[p.kind.as_str().into()], |r| {
+            overrides.push((r.text(0)?.to_owned(), key_override(r)));
             Ok(())
         })?;
-    let mut admission = Admission::new(limit, running);
+    let mut rates = Vec::new();
+    if limit.rate.is_some() {
+        db.prepare(RATES)?
+            .query(&[p.kind.as_str().into(), now_us.into()], |r| {
+                let state = RateState {
+                    tat_us: r.int(1),
+                    planned_us: r.int(2),
+                };
+                rates.push((r.text(0)?.to_owned(), state));
+                Ok(())
+            })?;
+    }
+    let mut admission = Admission::new(limit, now_us, running)
+        .overrides(overrides)
+        .rates(rates);
     let (mut cursor, mut scanned) = ((i64::MIN, i64::MIN), 0);
-    let mut taken: Vec<(i64, String)> = Vec::new();
+    let mut taken: Vec<(i64, Option<String>)> = Vec::new();
+    let mut throttled: Vec<(i64, i64, String)> = Vec::new();
     let mut claimed = Vec::new();
     let mut pick = db.prepare(PICK_AFTER)?;
     while taken.len() < want && scanned < SCAN_BUDGET {
@@ -68,11 +122,21 @@ pub(crate) fn lease(
                 read += 1;
                 let seq = r.int(0);
                 cursor = (r.int(7), seq);
-                if taken.len() < want
-                    && let Some(key) = admission.admit(r.blob(3))
-                {
-                    taken.push((seq, key));
-                    claimed.push(task_at(r, p, true)?);
+                if taken.len() == want {
+                    return Ok(());
+                }
+                let verdict = admission.admit(r.blob(3));
+                match verdict {
+                    Verdict::Start { lkey } => {
+                        taken.push((seq, lkey));
+                        claimed.push(task_at(r, p, true)?);
+                    }
+                    Verdict::Pass => {}
+                    Verdict::Throttled { until_us, .. } => {
+                        let reason = verdict.reason().unwrap_or_default();
+                        // Rounded up: never due before the rate allows.
+                        throttled.push((seq, (until_us + 999).div_euclid(1_000), reason));
+                    }
                 }
                 Ok(())
             },
@@ -86,7 +150,35 @@ pub(crate) fn lease(
     lease_rows(db, p, &seqs, &LEASE_SQL)?;
     let mut set = db.prepare(SET_KEY)?;
     for (seq, key) in &taken {
-        set.execute(&[Value::Int(*seq), key.as_str().into()])?;
+        if let Some(key) = key {
+            set.execute(&[Value::Int(*seq), key.as_str().into()])?;
+        }
+    }
+    if !throttled.is_empty() {
+        let (mut moved, mut said) = (db.prepare(THROTTLE)?, db.prepare(THROTTLED)?);
+        for (seq, until, reason) in &throttled {
+            moved.execute(&[Value::Int(*seq), Value::Int(*until), now.into()])?;
+            said.execute(&[Value::Int(*seq), now.into(), reason.as_str().into()])?;
+        }
+    }
+    if limit.rate.is_some() {
+        let mut save = db.prepare(SAVE_RATE)?;
+        for (key, s) in admission.changed_rates() {
+            save.execute(&[
+                p.kind.as_str().into(),
+                key.into(),
+                s.tat_us.into(),
+                s.planned_us.into(),
+            ])?;
+        }
+        db.prepare(FORGET_RATES)?
+            .execute(&[p.kind.as_str().into(), now_us.into()])?;
     }
     Ok(claimed)
+}
+
+/// An override row's values (`max`, `rate_limit`, `rate_period` in ms, `rate_burst`, from
+/// column 1).
+fn key_override(r: &Row<'_>) -> KeyOverride {
+    KeyOverride::from_row(r.opt_int(1), r.opt_int(2), r.opt_int(3), r.opt_int(4))
 }

@@ -49,6 +49,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (11, "groups", include_str!("../migrations/0011_groups.sql")),
     (12, "pauses", include_str!("../migrations/0012_pauses.sql")),
     (13, "limits", include_str!("../migrations/0013_limits.sql")),
+    (14, "rates", include_str!("../migrations/0014_rates.sql")),
 ];
 
 impl Migrations for SqliteStore {

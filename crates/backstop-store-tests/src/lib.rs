@@ -154,7 +154,11 @@ macro_rules! conformance_suite {
             a_limited_claim_starts_at_most_what_it_may_start,
             a_lapsed_lease_frees_its_slot,
             a_full_key_does_not_starve_the_others,
-            concurrent_limited_claims_never_exceed_the_max
+            concurrent_limited_claims_never_exceed_the_max,
+            a_rate_limited_key_starts_its_burst_and_moves_the_rest_with_an_event,
+            a_quiet_key_gets_its_whole_burst_again,
+            concurrent_rate_limited_claims_share_one_rate,
+            a_full_key_spends_none_of_its_rate
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

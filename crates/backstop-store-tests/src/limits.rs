@@ -1,8 +1,9 @@
-//! Concurrency limits per key: a limited claim takes a task only while its key has fewer than
-//! `max` running tasks with a live lease, counted from the ledger, never from a counter.
+//! Limits per key: a limited claim takes a task only while its key has fewer than `max` running
+//! tasks with a live lease, counted from the ledger, never from a counter; and only while its
+//! key's rate allows a start, moving the task to when it will otherwise.
 
 use crate::fixtures::*;
-use backstop_core::limit::PerKey;
+use backstop_core::limit::{KeyMax, KeyRate, PerKey, RateSpec};
 use backstop_core::store::*;
 use backstop_core::{AttemptOutcome, NewTask, Status, Store};
 use jiff::{SignedDuration, Timestamp};
@@ -20,6 +21,32 @@ fn of(key: &str, tenant: Option<&str>) -> NewTask {
     task("k", key, &payload)
 }
 
+/// At most `max` running per tenant.
+fn per_tenant(max: u32) -> PerKey {
+    PerKey {
+        concurrency: Some(KeyMax {
+            pointer: "/tenant".into(),
+            max,
+        }),
+        rate: None,
+    }
+}
+
+/// At most `limit` starts per second per tenant, `burst` at once.
+fn rate_per_tenant(limit: u32, burst: u32) -> PerKey {
+    PerKey {
+        concurrency: None,
+        rate: Some(KeyRate {
+            pointer: "/tenant".into(),
+            spec: RateSpec {
+                limit,
+                period: std::time::Duration::from_secs(1),
+                burst,
+            },
+        }),
+    }
+}
+
 /// Claims (and starts) up to `n` tasks of `k` at `now` under a limit of `max` per tenant.
 async fn claim_limited(
     store: &dyn Store,
@@ -27,6 +54,17 @@ async fn claim_limited(
     n: usize,
     now: Timestamp,
     max: u32,
+) -> Vec<ClaimedTask> {
+    claim_under(store, owner, n, now, per_tenant(max)).await
+}
+
+/// Claims (and starts) up to `n` tasks of `k` at `now` under `limits`.
+async fn claim_under(
+    store: &dyn Store,
+    owner: &str,
+    n: usize,
+    now: Timestamp,
+    limits: PerKey,
 ) -> Vec<ClaimedTask> {
     store
         .claim(ClaimParams {
@@ -38,21 +76,14 @@ async fn claim_limited(
             lease_until: now + SignedDuration::from_secs(30),
             max_attempts: 3,
             on_group_failure: Default::default(),
-            per_key: Some(PerKey {
-                pointer: "/tenant".into(),
-                max,
-            }),
+            per_key: Some(limits),
         })
         .await
         .expect("limited claim")
 }
 
 fn tenant_of(c: &ClaimedTask) -> String {
-    PerKey {
-        pointer: "/tenant".into(),
-        max: 1,
-    }
-    .key_of(&c.payload)
+    per_tenant(1).keys_of(&c.payload).0.expect("a concurrency key")
 }
 
 async fn enqueue_all(store: &dyn Store, tasks: Vec<NewTask>) {
@@ -120,10 +151,7 @@ pub async fn a_limited_claim_starts_at_most_what_it_may_start(store: S) {
             lease_until: at(31),
             max_attempts: 3,
             on_group_failure: Default::default(),
-            per_key: Some(PerKey {
-                pointer: "/tenant".into(),
-                max: 5,
-            }),
+            per_key: Some(per_tenant(5)),
         })
         .await
         .unwrap();
@@ -202,4 +230,147 @@ pub async fn concurrent_limited_claims_never_exceed_the_max(store: S) {
         per.values().all(|n| *n == 2),
         "two per key, never more: {per:?}"
     );
+}
+
+fn keys(c: &[ClaimedTask]) -> Vec<&str> {
+    c.iter().map(|c| c.key.as_str()).collect()
+}
+
+pub async fn a_rate_limited_key_starts_its_burst_and_moves_the_rest_with_an_event(store: S) {
+    let mut tasks: Vec<NewTask> = (0..5)
+        .map(|i| {
+            let mut t = of(&format!("a{i}"), Some("a"));
+            t.run_at = at(i);
+            t
+        })
+        .collect();
+    let mut b = of("b0", Some("b"));
+    b.run_at = at(5);
+    tasks.push(b);
+    enqueue_all(&*store, tasks).await;
+    let now = at(10);
+    let ms = |n: i64| now + SignedDuration::from_millis(n);
+    // 10 per second, 2 at once: a0 and a1 start, a2..a4 are moved 100 ms apart, b0 starts.
+    let first = claim_under(&*store, "w1", 10, now, rate_per_tenant(10, 2)).await;
+    assert_eq!(keys(&first), ["a0", "a1", "b0"]);
+    for (key, due) in [("a2", ms(100)), ("a3", ms(200)), ("a4", ms(300))] {
+        let t = store
+            .get_by_key(GetByKeyParams {
+                kind: "k".into(),
+                key: key.into(),
+            })
+            .await
+            .unwrap()
+            .expect("the task");
+        assert_eq!(
+            (t.status, t.attempts, t.run_at),
+            (Status::Pending, 0, due),
+            "{key}: pending, no attempt spent, due when the rate allows"
+        );
+        let timeline = store.timeline(TimelineParams { id: t.id }).await.unwrap();
+        let said: Vec<_> = timeline
+            .iter()
+            .filter(|e| e.kind == backstop_core::EventType::RateLimited)
+            .collect();
+        assert_eq!(said.len(), 1, "{key}: one rate_limited event");
+        let reason = said[0].reason.as_deref().unwrap_or_default();
+        assert!(
+            reason.starts_with("rate limit of key \"a\" (10 per 1s, burst 2): may start at "),
+            "{reason}"
+        );
+    }
+    assert!(
+        claim_under(&*store, "w1", 10, ms(50), rate_per_tenant(10, 2))
+            .await
+            .is_empty(),
+        "nothing is due before its time"
+    );
+    let next = claim_under(&*store, "w1", 10, ms(100), rate_per_tenant(10, 2)).await;
+    assert_eq!(keys(&next), ["a2"], "one interval on, one more start");
+    let later = claim_under(&*store, "w1", 10, ms(300), rate_per_tenant(10, 2)).await;
+    assert_eq!(
+        keys(&later),
+        ["a3", "a4"],
+        "both due; 200 ms on, the rate allows two"
+    );
+}
+
+pub async fn a_quiet_key_gets_its_whole_burst_again(store: S) {
+    let tasks = (0..6).map(|i| of(&format!("a{i}"), Some("a"))).collect();
+    enqueue_all(&*store, tasks).await;
+    let first = claim_under(&*store, "w1", 10, at(1), rate_per_tenant(1, 2)).await;
+    assert_eq!(first.len(), 2);
+    // Long after every moved task's time: the key's state has lapsed (and is forgotten), so a
+    // claim starts a burst again.
+    let again = claim_under(&*store, "w1", 10, at(100), rate_per_tenant(1, 2)).await;
+    assert_eq!(again.len(), 2, "{:?}", keys(&again));
+}
+
+pub async fn concurrent_rate_limited_claims_share_one_rate(store: S) {
+    let tasks = (0..40)
+        .map(|i| of(&format!("t{i}"), Some(&format!("k{}", i % 4))))
+        .collect();
+    enqueue_all(&*store, tasks).await;
+    let claimers: Vec<_> = (0..4)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for _ in 0..5 {
+                    mine.extend(
+                        claim_under(&*store, &format!("w{w}"), 3, at(1), rate_per_tenant(1, 3))
+                            .await,
+                    );
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut per: HashMap<String, usize> = HashMap::new();
+    for c in claimers {
+        for t in c.await.unwrap() {
+            *per.entry(rate_key_of(&t)).or_default() += 1;
+        }
+    }
+    assert_eq!(per.len(), 4, "{per:?}");
+    assert!(
+        per.values().all(|n| *n == 3),
+        "the burst of three per key across every claimer, never more: {per:?}"
+    );
+}
+
+pub async fn a_full_key_spends_none_of_its_rate(store: S) {
+    enqueue_all(&*store, (0..3).map(|i| of(&format!("a{i}"), Some("a"))).collect()).await;
+    let both = PerKey {
+        concurrency: per_tenant(1).concurrency,
+        rate: rate_per_tenant(1, 2).rate,
+    };
+    let first = claim_under(&*store, "w1", 10, at(1), both.clone()).await;
+    assert_eq!(keys(&first), ["a0"], "one slot");
+    let t = store
+        .get_by_key(GetByKeyParams {
+            kind: "k".into(),
+            key: "a1".into(),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.run_at, t0(), "passed over for its slot, not moved for its rate");
+    complete(
+        &*store,
+        vec![completion(
+            &first[0],
+            Status::Succeeded,
+            AttemptOutcome::Succeeded,
+            at(1),
+        )],
+        at(1),
+    )
+    .await;
+    let second = claim_under(&*store, "w1", 10, at(1), both).await;
+    assert_eq!(keys(&second), ["a1"], "the burst's second start");
+}
+
+fn rate_key_of(c: &ClaimedTask) -> String {
+    rate_per_tenant(1, 1).keys_of(&c.payload).1.expect("a rate key")
 }
