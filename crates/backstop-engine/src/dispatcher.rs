@@ -22,6 +22,10 @@ use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+/// The shortest wait between two looks of an idle rate-limited kind (a faster rate is met by
+/// its burst, not by looking more often).
+const MIN_RATE_LOOK: Duration = Duration::from_millis(10);
+
 /// Held tasks whose attempts are being started, with the slots they will run in, and the
 /// completer's answer: the leases no longer held (`None`: the start was never written).
 type Starting = (
@@ -97,6 +101,16 @@ impl Dispatcher {
         let mut gate = kind.gate.subscribe();
         let mut probe = ProbeLease::default();
         let per_key = cfg.per_key();
+        // A rate-limited kind looks again once per interval of its rate while idle: its moved
+        // tasks fall due one interval apart, and a look only every poll would start each key's
+        // burst at most once per poll, below the rate.
+        let idle_wait = match &cfg.rate_limit {
+            Some(r) => {
+                let interval = Duration::from_micros(r.gcra().interval_us as u64);
+                interval.clamp(MIN_RATE_LOOK, self.poll_interval.max(MIN_RATE_LOOK))
+            }
+            None => self.poll_interval,
+        };
         loop {
             if *stop.borrow() {
                 break;
@@ -195,7 +209,7 @@ impl Dispatcher {
                 }
                 // An ending attempt took a held task: there may be room to claim more.
                 _ = held.taken(), if waiting > 0 => {}
-                _ = tokio::time::sleep(self.poll_interval), if idle && claiming.is_none() => idle = false,
+                _ = tokio::time::sleep(idle_wait), if idle && claiming.is_none() => idle = false,
                 _ = kind.wake.notified(), if idle => idle = false,
                 // Paused, resumed, probing: look again.
                 _ = gate.changed() => idle = false,

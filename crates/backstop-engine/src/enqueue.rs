@@ -139,14 +139,20 @@ fn payload_group(kind: &KindConfig, payload: &[u8]) -> Result<Option<String>, Ba
     group::from_payload(&value, pointer).map(Some)
 }
 
-/// Checks the key the kind's concurrency limit reads from a payload (checked to be JSON
-/// before); a claim reads it again, so it is not kept.
+/// Checks the keys the kind's concurrency and rate limits read from a payload (checked to be
+/// JSON before); a claim reads them again, so they are not kept.
 fn limit_key(kind: &KindConfig, payload: &[u8]) -> Result<(), BadKey> {
-    let Some(limit) = &kind.concurrency_limit else {
+    if kind.concurrency_limit.is_none() && kind.rate_limit.is_none() {
         return Ok(());
-    };
+    }
     let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or_default();
-    limit.check(&value).map(|_| ())
+    if let Some(limit) = &kind.concurrency_limit {
+        limit.check(&value)?;
+    }
+    if let Some(limit) = &kind.rate_limit {
+        limit.check(&value)?;
+    }
+    Ok(())
 }
 
 /// Does for tasks that did not go through [`prepare`] (schedule ticks) what it does: gives a

@@ -50,8 +50,9 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
         return Ok(Vec::new());
     }
     if let Some(limit) = &p.per_key {
+        let began = std::time::Instant::now();
         return transaction!(db, Retry::Locks, |conn| {
-            crate::claim_limited::lease(db, conn, p, limit).await
+            crate::claim_limited::lease(db, conn, p, limit, began).await
         });
     }
     transaction!(db, Retry::Locks, |conn| lease(db, conn, p).await)

@@ -11,8 +11,11 @@
 use crate::Db;
 use crate::claim::{start_rows, task_at};
 use crate::row::{col, to_ms};
+use crate::shapes::{padded_lists, repeat};
 use crate::tx::Fail;
-use backstop_core::limit::{Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict};
+use backstop_core::limit::{
+    Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict, rate_clock,
+};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use sqlx::MySqlConnection;
 
@@ -53,11 +56,14 @@ const FORGET_RATES: &str = "DELETE FROM {rate_keys} WHERE kind = ? AND tat <= ? 
 pub(crate) const OVERRIDES: &str = "
 SELECT lkey, max, rate_limit, rate_period, rate_burst FROM {limit_overrides} WHERE kind = ?";
 
-/// Moves a throttled task to when it may start (ms) and says why on its timeline.
-const THROTTLE: &str = "UPDATE {tasks} SET run_at = ?, updated_at = ? WHERE seq = ?";
+/// Moves throttled tasks to when they may start (ms) and says why on their timelines, a list
+/// at a time: binds `(seq, run_at)` pairs, now, then the `seq` list.
+const THROTTLE: &str = "UPDATE {tasks} SET run_at = CASE seq {cases} END, updated_at = ?
+WHERE seq IN ({seqs})";
+/// Binds now, `(seq, reason)` pairs, then the `seq` list.
 const THROTTLED: &str = "
 INSERT INTO {events} (task_id, type, at, reason)
-SELECT id, 'rate_limited', ?, ? FROM {tasks} WHERE seq = ?";
+SELECT id, 'rate_limited', ?, CASE seq {cases} END FROM {tasks} WHERE seq IN ({seqs})";
 
 /// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot
 /// and whose rate allows a start now; moves the due tasks whose rate does not to when it will.
@@ -66,6 +72,7 @@ pub(crate) async fn lease(
     conn: &mut MySqlConnection,
     p: &ClaimParams,
     limit: &PerKey,
+    began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, Fail> {
     let want = p.limit.min(p.start);
     if want == 0 {
@@ -76,7 +83,7 @@ pub(crate) async fn lease(
         .bind(p.kind.as_str())
         .execute(&mut *conn)
         .await?;
-    let now_us = p.now.as_microsecond() as i64;
+    let now_us = rate_clock(p.now, began.elapsed());
     let running: Vec<(Vec<u8>, i64)> = match limit.concurrency {
         Some(_) => {
             sqlx::query_as(db.tables.q(RUNNING_KEYS))
@@ -113,15 +120,11 @@ pub(crate) async fn lease(
                 .into_iter()
                 .map(|(k, max, l, per, b)| (text(k), KeyOverride::from_row(max, l, per, b))),
         )
-        .rates(rates.into_iter().map(|(k, tat_us, planned_us)| {
-            (
-                text(k),
-                RateState {
-                    tat_us,
-                    planned_us,
-                },
-            )
-        }));
+        .rates(
+            rates
+                .into_iter()
+                .map(|(k, tat_us, planned_us)| (text(k), RateState { tat_us, planned_us })),
+        );
     let (mut cursor, mut scanned) = ((i64::MIN, i64::MIN), 0);
     let mut taken: Vec<(i64, Option<String>)> = Vec::new();
     let mut claimed: Vec<ClaimedTask> = Vec::new();
@@ -173,19 +176,34 @@ pub(crate) async fn lease(
             .execute(&mut *conn)
             .await?;
     }
-    for (seq, until, reason) in &throttled {
-        sqlx::query(db.tables.q(THROTTLE))
-            .bind(until)
-            .bind(now)
-            .bind(seq)
-            .execute(&mut *conn)
-            .await?;
-        sqlx::query(db.tables.q(THROTTLED))
-            .bind(now)
-            .bind(reason.as_str())
-            .bind(seq)
-            .execute(&mut *conn)
-            .await?;
+    // In lists, not a statement per task: the claim holds the kind's lock meanwhile, and the
+    // tasks it starts leave only once it commits (one statement per moved task kept the first
+    // claim of a backlog for seconds, and its starts went out that much later than counted).
+    let all: Vec<usize> = (0..throttled.len()).collect();
+    for list in padded_lists(&all) {
+        let shape = |sql: &str| {
+            sql.replace("{cases}", &repeat("WHEN ? THEN ?", " ", list.len()))
+                .replace("{seqs}", &repeat("?", ", ", list.len()))
+        };
+        let sql = shape(THROTTLE);
+        let mut q = sqlx::query(db.tables.q(&sql));
+        for i in &list {
+            q = q.bind(throttled[*i].0).bind(throttled[*i].1);
+        }
+        q = q.bind(now);
+        for i in &list {
+            q = q.bind(throttled[*i].0);
+        }
+        q.execute(&mut *conn).await?;
+        let sql = shape(THROTTLED);
+        let mut q = sqlx::query(db.tables.q(&sql)).bind(now);
+        for i in &list {
+            q = q.bind(throttled[*i].0).bind(throttled[*i].2.as_str());
+        }
+        for i in &list {
+            q = q.bind(throttled[*i].0);
+        }
+        q.execute(&mut *conn).await?;
     }
     if limit.rate.is_some() {
         for (key, s) in admission.changed_rates() {

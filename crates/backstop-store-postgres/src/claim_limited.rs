@@ -13,7 +13,9 @@ use crate::types::Time;
 use crate::{Db, db_err};
 use backstop_core::StoreError;
 use backstop_core::group::OnFailure;
-use backstop_core::limit::{Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict};
+use backstop_core::limit::{
+    Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict, rate_clock,
+};
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use jiff::Timestamp;
 use sqlx::Row;
@@ -108,6 +110,7 @@ pub(crate) async fn claim(
     if want == 0 {
         return Ok(Vec::new());
     }
+    let began = std::time::Instant::now();
     let mut tx = db.pool.begin().await.map_err(db_err)?;
     sqlx::query(LOCK)
         .bind(db.schema.name())
@@ -115,7 +118,7 @@ pub(crate) async fn claim(
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
-    let now_us = p.now.as_microsecond() as i64;
+    let now_us = rate_clock(p.now, began.elapsed());
     let running: Vec<(String, i64)> = match limit.concurrency {
         Some(_) => sqlx::query_as(db.schema.sql(RUNNING_KEYS))
             .bind(&p.kind)
@@ -149,15 +152,11 @@ pub(crate) async fn claim(
                 .into_iter()
                 .map(|(k, max, l, per, b)| (k, KeyOverride::from_row(max, l, per, b))),
         )
-        .rates(rates.into_iter().map(|(k, tat_us, planned_us)| {
-            (
-                k,
-                RateState {
-                    tat_us,
-                    planned_us,
-                },
-            )
-        }));
+        .rates(
+            rates
+                .into_iter()
+                .map(|(k, tat_us, planned_us)| (k, RateState { tat_us, planned_us })),
+        );
     let mut cursor: Option<(Timestamp, i64)> = None;
     let (mut scanned, mut seqs, mut keys) = (0, Vec::new(), Vec::<Option<String>>::new());
     let mut throttled = Throttled::default();

@@ -60,21 +60,28 @@ pub(crate) static LEASE_SQL: LazyLock<Vec<String>> = LazyLock::new(|| lease_sql(
 /// The claim that holds, per shape.
 pub(crate) static HOLD_SQL: LazyLock<Vec<String>> = LazyLock::new(|| lease_sql(HOLD_SET));
 
+/// Claims per `p`; `began` is when the claim began waiting for the writer (a limited claim's
+/// rate counts from when it got it).
 pub(crate) async fn claim(
     conn: &mut SqliteConnection,
     p: &ClaimParams,
+    began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
     if p.limit == 0 {
         return Ok(Vec::new());
     }
-    raw::write(conn, |db| lease(db, p)).await
+    raw::write(conn, |db| lease(db, p, began)).await
 }
 
-fn lease(db: &Db<'_>, p: &ClaimParams) -> Result<Vec<ClaimedTask>, StoreError> {
+fn lease(
+    db: &Db<'_>,
+    p: &ClaimParams,
+    began: std::time::Instant,
+) -> Result<Vec<ClaimedTask>, StoreError> {
     // Outbox rows of a group get their places before anything is claimed.
     crate::groups::place_unplaced(db)?;
     if let Some(limit) = &p.per_key {
-        return crate::claim_limited::lease(db, p, limit);
+        return crate::claim_limited::lease(db, p, limit, began);
     }
     let limit = i64::try_from(p.limit).unwrap_or(i64::MAX);
     let now = to_ms(p.now);

@@ -12,7 +12,7 @@ use crate::raw::{Db, Row, Value};
 use crate::row::jiff_ms::to_ms;
 use backstop_core::StoreError;
 use backstop_core::limit::{
-    Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict,
+    Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict, rate_clock,
 };
 use backstop_core::store::{ClaimParams, ClaimedTask};
 
@@ -66,13 +66,14 @@ pub(crate) fn lease(
     db: &Db<'_>,
     p: &ClaimParams,
     limit: &PerKey,
+    began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
     let want = p.limit.min(p.start);
     if want == 0 {
         return Ok(Vec::new());
     }
     let now = to_ms(p.now);
-    let now_us = p.now.as_microsecond() as i64;
+    let now_us = rate_clock(p.now, began.elapsed());
     let mut running = Vec::new();
     if limit.concurrency.is_some() {
         db.prepare(RUNNING_KEYS)?

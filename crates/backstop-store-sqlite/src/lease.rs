@@ -58,8 +58,9 @@ fn lease_json(leases: &[LeaseRef]) -> String {
 impl Leases for SqliteStore {
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
         Box::pin(async move {
+            let began = std::time::Instant::now();
             let mut w = self.inner.lock_writer().await?;
-            crate::claim::claim(&mut w, &p).await
+            crate::claim::claim(&mut w, &p, began).await
         })
     }
 

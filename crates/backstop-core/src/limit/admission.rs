@@ -10,6 +10,17 @@ use std::collections::HashMap;
 /// passed over and moved by the following claims, so no claim's transaction grows with it.
 pub const THROTTLE_BUDGET: usize = 1_000;
 
+/// The time a limited claim's rate decisions are made at, in µs: the claim's `now` plus how
+/// long it waited for the kind's lock, in whole milliseconds. The tasks it starts leave after
+/// that wait, and a `now` from before it would let a claim that waited start tasks its rate
+/// counts as earlier than they go (measured: 13 in one second at 10/s, burst 2, across three
+/// processes on MariaDB). Less than a millisecond counts as none, so an unhurried claim
+/// decides at exactly its `now`.
+pub fn rate_clock(now: jiff::Timestamp, waited: std::time::Duration) -> i64 {
+    let waited_ms = i64::try_from(waited.as_millis()).unwrap_or(i64::MAX / 2_000);
+    (now.as_microsecond() as i64).saturating_add(waited_ms * 1_000)
+}
+
 /// A concurrency limit as a claim needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyMax {
@@ -184,7 +195,8 @@ impl<'a> Admission<'a> {
 
     /// With the keys' stored rate state (a key not given has never started, or not lately).
     pub fn rates(mut self, r: impl IntoIterator<Item = (String, RateState)>) -> Self {
-        self.rates.extend(r.into_iter().map(|(k, s)| (k, (s, false))));
+        self.rates
+            .extend(r.into_iter().map(|(k, s)| (k, (s, false))));
         self
     }
 
@@ -206,7 +218,11 @@ impl<'a> Admission<'a> {
             }
         }
         if let (Some(r), Some(k)) = (&self.limit.rate, rkey) {
-            let spec = self.overrides.get(&k).and_then(|o| o.rate).unwrap_or(r.spec);
+            let spec = self
+                .overrides
+                .get(&k)
+                .and_then(|o| o.rate)
+                .unwrap_or(r.spec);
             let gcra = spec.gcra();
             let (state, changed) = self.rates.entry(k.clone()).or_insert((
                 RateState {
@@ -347,7 +363,9 @@ mod tests {
                         reason.starts_with("rate limit of key \"t1\" (10 per 1s, burst 1): may start at 1970-01-01T00:00:05."),
                         "{reason}"
                     );
-                    let Verdict::Throttled { until_us, .. } = v else { unreachable!() };
+                    let Verdict::Throttled { until_us, .. } = v else {
+                        unreachable!()
+                    };
                     until.push(until_us - now);
                 }
                 other => panic!("{other:?}"),

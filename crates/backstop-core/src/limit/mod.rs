@@ -28,9 +28,9 @@ pub mod rate;
 
 pub use admission::{
     Admission, KeyMax, KeyOverride, KeyRate, PerKey, RateState, THROTTLE_BUDGET, Verdict,
+    rate_clock,
 };
 pub use rate::{Gcra, RateLimit, RateSpec};
-
 
 /// Longest key accepted, in bytes (UTF-8).
 pub const MAX_KEY_BYTES: usize = 512;
@@ -98,12 +98,7 @@ impl ConcurrencyLimit {
 
     /// Checks a payload at enqueue: its key, or why it cannot be used.
     pub fn check(&self, payload: &serde_json::Value) -> Result<String, BadKey> {
-        check_key(
-            payload,
-            &self.key,
-            self.missing_key,
-            "limits.concurrency",
-        )
+        check_key(payload, &self.key, self.missing_key, "limits.concurrency")
     }
 }
 

@@ -131,7 +131,11 @@ mod tests {
         let now = 1_000 * MS;
         let tat = g.take(i64::MIN, now).expect("first");
         let tat = g.take(tat, now).expect("second: the burst");
-        assert_eq!(g.take(tat, now), Err(now + 100 * MS), "third: one interval on");
+        assert_eq!(
+            g.take(tat, now),
+            Err(now + 100 * MS),
+            "third: one interval on"
+        );
         let tat = g.take(tat, now + 100 * MS).expect("after one interval");
         assert_eq!(g.take(tat, now + 100 * MS), Err(now + 200 * MS));
     }
@@ -149,7 +153,12 @@ mod tests {
         }
         let most = starts
             .iter()
-            .map(|s| starts.iter().filter(|t| **t >= *s && **t <= s + 1_000 * MS).count())
+            .map(|s| {
+                starts
+                    .iter()
+                    .filter(|t| **t >= *s && **t <= s + 1_000 * MS)
+                    .count()
+            })
             .max()
             .unwrap();
         assert_eq!(most, 12);

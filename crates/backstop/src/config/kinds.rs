@@ -175,8 +175,10 @@ pub(super) fn kinds(
             );
         }
         if let Some(l) = k.limits {
-            kc.concurrency_limit = super::limits::limits(l)
+            let l = super::limits::limits(l)
                 .map_err(|(f, m)| invalid(at(&format!("limits.{f}")), m))?;
+            kc.concurrency_limit = l.concurrency;
+            kc.rate_limit = l.rate;
         }
         kinds.push(kc);
     }
