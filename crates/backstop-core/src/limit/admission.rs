@@ -18,7 +18,7 @@ pub const THROTTLE_BUDGET: usize = 1_000;
 /// decides at exactly its `now`.
 pub fn rate_clock(now: jiff::Timestamp, waited: std::time::Duration) -> i64 {
     let waited_ms = i64::try_from(waited.as_millis()).unwrap_or(i64::MAX / 2_000);
-    (now.as_microsecond() as i64).saturating_add(waited_ms * 1_000)
+    now.as_microsecond().saturating_add(waited_ms * 1_000)
 }
 
 /// A concurrency limit as a claim needs it.
