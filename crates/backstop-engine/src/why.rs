@@ -76,6 +76,18 @@ pub fn explain(
             "{refused} checkpoint(s) from workers whose lease was lost were refused; the cursor is the current attempt's."
         ));
     }
+    let throttled = count(EventType::RateLimited);
+    if throttled > 0 {
+        let last = timeline
+            .iter()
+            .rev()
+            .find(|e| e.kind == EventType::RateLimited)
+            .and_then(|e| e.reason.as_deref())
+            .unwrap_or("its rate limit");
+        out.push(format!(
+            "Its kind's rate limit held it back {throttled} time(s), spending no attempt; the last time: {last}."
+        ));
+    }
     if let Some(e) = &t.last_error {
         out.push(format!("The last error was: {e}."));
     }
@@ -359,6 +371,29 @@ mod tests {
         assert!(text.contains("HTTP 503"), "{text}");
         assert!(text.contains("(in 1m)"), "{text}");
         assert!(text.contains("4 attempts left"), "{text}");
+    }
+
+    #[test]
+    fn a_rate_limited_task_says_how_often_and_the_last_reason() {
+        let said = |r: &str| Event {
+            reason: Some(r.into()),
+            ..Event::new(EventType::RateLimited, at(10))
+        };
+        let tl = [said("first"), said("rate limit of key \"a\": may start at X")];
+        let text = explain(
+            &task(Status::Pending),
+            &tl,
+            at(40),
+            None,
+            None,
+            None,
+            &Gate::Open,
+        )
+        .join("\n");
+        assert!(
+            text.contains("rate limit held it back 2 time(s), spending no attempt; the last time: rate limit of key \"a\": may start at X."),
+            "{text}"
+        );
     }
 
     #[test]
