@@ -379,7 +379,10 @@ mod tests {
             reason: Some(r.into()),
             ..Event::new(EventType::RateLimited, at(10))
         };
-        let tl = [said("first"), said("rate limit of key \"a\": may start at X")];
+        let tl = [
+            said("first"),
+            said("rate limit of key \"a\": may start at X"),
+        ];
         let text = explain(
             &task(Status::Pending),
             &tl,

@@ -26,6 +26,7 @@ mod enqueue;
 mod entities;
 mod groups;
 mod lease;
+mod limit_overrides;
 mod manual;
 mod migrate;
 mod pauses;

@@ -158,7 +158,9 @@ macro_rules! conformance_suite {
             a_rate_limited_key_starts_its_burst_and_moves_the_rest_with_an_event,
             a_quiet_key_gets_its_whole_burst_again,
             concurrent_rate_limited_claims_share_one_rate,
-            a_full_key_spends_none_of_its_rate
+            a_full_key_spends_none_of_its_rate,
+            limit_overrides_round_trip_with_their_history,
+            a_claim_follows_a_keys_override
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -413,3 +413,180 @@ fn rate_key_of(c: &ClaimedTask) -> String {
         .1
         .expect("a rate key")
 }
+
+fn an_override(
+    key: &str,
+    max: Option<u32>,
+    rate: Option<RateSpec>,
+    since: Timestamp,
+) -> LimitOverride {
+    LimitOverride {
+        kind: "k".into(),
+        key: key.into(),
+        max,
+        rate,
+        by: "ops@example".into(),
+        reason: format!("contract for {key}"),
+        since,
+    }
+}
+
+pub async fn limit_overrides_round_trip_with_their_history(store: S) {
+    let rate = RateSpec {
+        limit: 5,
+        period: std::time::Duration::from_secs(60),
+        burst: 2,
+    };
+    for o in [
+        an_override("b", Some(9), None, at(1)),
+        an_override("a", Some(3), Some(rate), at(2)),
+        an_override("a", None, Some(rate), at(3)),
+    ] {
+        store
+            .set_limit_override(SetLimitOverrideParams { entry: o })
+            .await
+            .unwrap();
+    }
+    let all = store
+        .limit_overrides(LimitOverridesParams { kind: "k".into() })
+        .await
+        .unwrap();
+    assert_eq!(
+        all,
+        [
+            an_override("a", None, Some(rate), at(3)),
+            an_override("b", Some(9), None, at(1))
+        ],
+        "one row per key, the last set, in key order"
+    );
+    assert!(
+        store
+            .limit_overrides(LimitOverridesParams {
+                kind: "other".into()
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let gone = store
+        .clear_limit_override(ClearLimitOverrideParams {
+            kind: "k".into(),
+            key: "a".into(),
+            by: "ops2".into(),
+            reason: "contract ended".into(),
+            now: at(4),
+        })
+        .await
+        .unwrap();
+    assert_eq!(gone, Some(an_override("a", None, Some(rate), at(3))));
+    let again = store
+        .clear_limit_override(ClearLimitOverrideParams {
+            kind: "k".into(),
+            key: "a".into(),
+            by: "ops2".into(),
+            reason: "twice".into(),
+            now: at(5),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again, None, "nothing to clear, nothing recorded");
+    let history = store
+        .limit_override_history(LimitOverrideHistoryParams {
+            kind: "k".into(),
+            key: "a".into(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    let seen: Vec<(OverrideAction, Option<u32>, String, String, Timestamp)> = history
+        .into_iter()
+        .map(|c| {
+            (
+                c.action,
+                c.entry.max,
+                c.entry.by,
+                c.entry.reason,
+                c.entry.since,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                OverrideAction::Clear,
+                None,
+                "ops2".to_string(),
+                "contract ended".to_string(),
+                at(4)
+            ),
+            (
+                OverrideAction::Set,
+                None,
+                "ops@example".to_string(),
+                "contract for a".to_string(),
+                at(3)
+            ),
+            (
+                OverrideAction::Set,
+                Some(3),
+                "ops@example".to_string(),
+                "contract for a".to_string(),
+                at(2)
+            ),
+        ],
+        "newest first, who and why each time"
+    );
+}
+
+pub async fn a_claim_follows_a_keys_override(store: S) {
+    let tasks = (0..8)
+        .map(|i| of(&format!("t{i}"), Some(["a", "b"][i % 2])))
+        .collect();
+    enqueue_all(&*store, tasks).await;
+    store
+        .set_limit_override(SetLimitOverrideParams {
+            entry: an_override("a", Some(3), None, at(0)),
+        })
+        .await
+        .unwrap();
+    let c = claim_limited(&*store, "w1", 10, at(1), 1).await;
+    let mut per: HashMap<String, usize> = HashMap::new();
+    for t in &c {
+        *per.entry(tenant_of(t)).or_default() += 1;
+    }
+    assert_eq!(
+        (per.get("a"), per.get("b")),
+        (Some(&3), Some(&1)),
+        "a may run 3, b the kind's 1: {per:?}"
+    );
+    // A rate override for b: one start per 1,000 s rather than the kind's 10 a second.
+    store
+        .set_limit_override(SetLimitOverrideParams {
+            entry: an_override(
+                "b",
+                None,
+                Some(RateSpec {
+                    limit: 1,
+                    period: std::time::Duration::from_secs(1_000),
+                    burst: 1,
+                }),
+                at(0),
+            ),
+        })
+        .await
+        .unwrap();
+    let both = PerKey {
+        concurrency: per_tenant(10).concurrency,
+        rate: rate_per_tenant(10, 1).rate,
+    };
+    let c = claim_under(&*store, "w2", 10, at(2), both.clone()).await;
+    let b_started = c.iter().filter(|t| tenant_of(t) == "b").count();
+    assert_eq!(b_started, 1, "{:?}", keys(&c));
+    let c = claim_under(&*store, "w2", 10, at(10), both).await;
+    assert!(
+        c.iter().all(|t| tenant_of(t) != "b"),
+        "b's next start is 1,000 s on: {:?}",
+        keys(&c)
+    );
+}

@@ -21,6 +21,7 @@
 //! | `callbacks` | [`Callbacks`] | record_callback, list_callbacks |
 //! | `schedules` | [`Schedules`] | schedules, advance_schedule, advance_schedules, pause_schedule, define_schedule, database_now |
 //! | `pauses` | [`Pauses`] | pauses, pause, resume, pause_history |
+//! | `limits` | [`LimitOverrides`] | limit_overrides, set_limit_override, clear_limit_override, limit_override_history |
 //! | `watch` | [`WorkWatch`] | watch_work |
 //!
 //! A service that needs one concern can take that trait (`Arc<dyn Store>` upcasts to
@@ -38,6 +39,7 @@ mod enqueue;
 mod entities;
 mod error;
 mod lease;
+mod limits;
 mod manual;
 mod migrate;
 mod pauses;
@@ -61,6 +63,10 @@ pub use error::{Cause, StoreError};
 pub use lease::{
     ClaimParams, ClaimedTask, CompleteParams, CompleteResult, Completion, HeartbeatParams,
     LeaseRef, Leases, ReleaseParams, StartParams, StartTask,
+};
+pub use limits::{
+    ClearLimitOverrideParams, LimitOverride, LimitOverrideHistoryParams, LimitOverrides,
+    LimitOverridesParams, OverrideAction, OverrideChange, SetLimitOverrideParams,
 };
 pub use manual::{ManualActions, ManualParams};
 pub use migrate::Migrations;
@@ -105,6 +111,7 @@ pub trait Store:
     + Callbacks
     + Schedules
     + Pauses
+    + LimitOverrides
     + WorkWatch
     + Send
     + Sync
@@ -128,6 +135,7 @@ impl<T> Store for T where
         + Callbacks
         + Schedules
         + Pauses
+        + LimitOverrides
         + WorkWatch
         + Send
         + Sync

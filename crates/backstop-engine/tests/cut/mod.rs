@@ -320,4 +320,34 @@ impl Pauses for Cut {
     }
 }
 
+impl LimitOverrides for Cut {
+    fn limit_overrides(
+        &self,
+        p: LimitOverridesParams,
+    ) -> BoxFuture<'_, Result<Vec<LimitOverride>, StoreError>> {
+        self.gate(self.inner.limit_overrides(p))
+    }
+
+    fn set_limit_override(
+        &self,
+        p: SetLimitOverrideParams,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.gate(self.inner.set_limit_override(p))
+    }
+
+    fn clear_limit_override(
+        &self,
+        p: ClearLimitOverrideParams,
+    ) -> BoxFuture<'_, Result<Option<LimitOverride>, StoreError>> {
+        self.gate(self.inner.clear_limit_override(p))
+    }
+
+    fn limit_override_history(
+        &self,
+        p: LimitOverrideHistoryParams,
+    ) -> BoxFuture<'_, Result<Vec<OverrideChange>, StoreError>> {
+        self.gate(self.inner.limit_override_history(p))
+    }
+}
+
 impl WorkWatch for Cut {}
