@@ -64,6 +64,7 @@ fn api() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(routes::tasks::router())
         .merge(routes::leases::router())
         .merge(routes::kinds::router())
+        .merge(routes::limits::router())
         .merge(routes::bridges::router())
         .merge(routes::schedules::router())
         .merge(routes::reconciliations::router())

@@ -7,6 +7,7 @@ pub mod health;
 pub mod hooks;
 pub mod kinds;
 pub mod leases;
+pub mod limits;
 pub mod metrics;
 pub(crate) mod problems;
 pub mod reconciliations;

@@ -8,6 +8,7 @@ mod enqueue;
 mod entities;
 mod harness;
 mod leases;
+mod limits;
 mod manage;
 mod ops;
 mod reconciliations;
