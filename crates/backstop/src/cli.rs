@@ -52,6 +52,10 @@ pub enum Command {
     /// show what pauses it now (by hand, its breaker, a Retry-After) and its history.
     #[command(subcommand)]
     Kinds(KindsCommand),
+    /// Limits per key: a kind's limits and overrides, one key's limits and history; override a
+    /// key's `max` or rate at run time (every process obeys from its next claim), or clear it.
+    #[command(subcommand)]
+    Limits(LimitsCommand),
     /// Apply database migrations (idempotent).
     Migrate,
     /// Measure throughput on this machine: the ledger (default), or the HTTP API and push
@@ -109,6 +113,7 @@ impl Command {
                 | Command::Bridges(_)
                 | Command::Schedules(_)
                 | Command::Kinds(_)
+                | Command::Limits(_)
                 | Command::Why { .. }
                 | Command::Doctor { .. }
         )
@@ -200,6 +205,47 @@ pub enum KindsCommand {
         kind: String,
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LimitsCommand {
+    /// KIND's limits per key and every key's override, or (with KEY) that key's limits in
+    /// force, its override and its history.
+    Show {
+        kind: String,
+        key: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Override KEY's limits of KIND: `--max` (most running at once) and/or `--rate` (starts
+    /// per `--period`, `--burst` at once), in place of the kind's.
+    Set {
+        kind: String,
+        key: String,
+        /// Most attempts of the key running at once (the kind needs limits.concurrency).
+        #[arg(long, value_parser = whole::<u32>)]
+        max: Option<u32>,
+        /// Starts per period for the key (the kind needs limits.rate).
+        #[arg(long, value_parser = whole::<u32>)]
+        rate: Option<u32>,
+        /// The rate's period (default 1s).
+        #[arg(long, value_parser = duration, requires = "rate")]
+        period: Option<std::time::Duration>,
+        /// Starts a quiet key may make at once (default 1).
+        #[arg(long, value_parser = whole::<u32>, requires = "rate")]
+        burst: Option<u32>,
+        /// Why (required; kept in the key's history).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Clear KEY's override: it follows KIND's limits again.
+    Clear {
+        kind: String,
+        key: String,
+        /// Why (required; kept in the key's history).
+        #[arg(long)]
+        reason: String,
     },
 }
 

@@ -6,6 +6,7 @@ mod dead;
 mod doctor;
 mod enqueue;
 mod kinds;
+mod limits;
 mod migrate;
 mod reconcile;
 mod schedules;
@@ -92,6 +93,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Bridges(c) => bridges::run(&ctx, c).await,
         Command::Schedules(c) => schedules::run(&ctx, c).await,
         Command::Kinds(c) => kinds::run(&ctx, c).await,
+        Command::Limits(c) => limits::run(&ctx, c).await,
         Command::Migrate => migrate::run(&ctx).await,
         Command::Reconcile(a) => reconcile::run(&ctx, a).await,
         Command::Why { id } => why::run(&ctx, &id).await,
