@@ -282,3 +282,82 @@ async fn a_tick_without_the_key_becomes_a_dead_letter_naming_the_pointer() {
         "{reason}"
     );
 }
+
+/// A rate limit per key, end to end on SQLite with the default poll interval: 40 tasks of one
+/// tenant at 20 a second, one at a time, arrive spaced by the rate (no second holds more than
+/// 21) and at the rate (all within about two seconds, where a look only every 250 ms poll
+/// would start four a second and take ten).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_tenant_is_delivered_at_its_rate_not_faster_not_slower() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db").display().to_string();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    async fn hook(State(a): State<Arc<Mutex<Vec<Instant>>>>) -> StatusCode {
+        a.lock().unwrap().push(Instant::now());
+        StatusCode::OK
+    }
+    let app = Router::new()
+        .route("/hook", post(hook))
+        .with_state(arrivals.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let mut k = KindConfig::new(KIND, Target::HttpPush { url, secret: None });
+    k.rate_limit = Some(backstop_core::limit::RateLimit {
+        key: "/tenant".into(),
+        limit: 20,
+        period: Duration::from_secs(1),
+        burst: 1,
+        missing_key: MissingKey::Reject,
+    });
+    let engine = Engine::builder(store.clone()).kind(k).build().unwrap();
+    let reqs = (0..40)
+        .map(|n| req(n, r#"{"tenant":"acme"}"#.to_string()))
+        .collect();
+    engine.enqueue_many(reqs).await.unwrap();
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    let began = Instant::now();
+    while arrivals.lock().unwrap().len() < 40 {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "every task arrives"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = began.elapsed();
+    let _ = stop.send(());
+    let _ = run.await;
+    let a = arrivals.lock().unwrap().clone();
+    let busiest = (0..a.len())
+        .map(|i| {
+            a[i..]
+                .iter()
+                .take_while(|t| **t - a[i] <= Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        busiest <= 21,
+        "{busiest} starts in one second at 20 a second"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "40 starts at 20 a second took {took:?}"
+    );
+    let c = store
+        .counts(CountsParams {
+            kind: Some(KIND.into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(c.succeeded, 40);
+}

@@ -85,15 +85,35 @@ async fn a_key_overridden_from_the_cli_changes_what_serve_leases() {
 
     for (args, says) in [
         (
-            vec!["limits", "set", "report.render", "acme", "--max", "0", "--reason", "r"],
+            vec![
+                "limits",
+                "set",
+                "report.render",
+                "acme",
+                "--max",
+                "0",
+                "--reason",
+                "r",
+            ],
             "max 0 would never let a task of the key run",
         ),
         (
-            vec!["limits", "set", "nope", "acme", "--max", "2", "--reason", "r"],
+            vec![
+                "limits", "set", "nope", "acme", "--max", "2", "--reason", "r",
+            ],
             "no kind named \"nope\"",
         ),
         (
-            vec!["limits", "set", "report.render", "acme", "--rate", "0", "--reason", "r"],
+            vec![
+                "limits",
+                "set",
+                "report.render",
+                "acme",
+                "--rate",
+                "0",
+                "--reason",
+                "r",
+            ],
             "--rate 0 would never let a task start",
         ),
         (

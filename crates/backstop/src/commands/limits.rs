@@ -46,9 +46,9 @@ pub async fn run(ctx: &Ctx, c: LimitsCommand) -> Result<()> {
                     limit,
                     period: period.unwrap_or(std::time::Duration::from_secs(1)),
                     burst: match burst {
-                        Some(0) => anyhow::bail!(
-                            "--burst 0 would never let a task start: give at least 1"
-                        ),
+                        Some(0) => {
+                            anyhow::bail!("--burst 0 would never let a task start: give at least 1")
+                        }
                         b => b.unwrap_or(1),
                     },
                 }),
