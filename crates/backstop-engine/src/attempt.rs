@@ -85,6 +85,7 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
     let started_at = slot.clock.now();
     let (attempt, max_attempts) = (task.attempt, task.max_attempts);
     let blocks = cfg.blocked_group(task.group.as_deref()).map(String::from);
+    let grouped = task.group.is_some();
     kind.metrics.attempts.increment(1);
     kind.metrics
         .start_delay
@@ -163,8 +164,10 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
         completion,
         dead_letter,
         // A limited kind's dispatcher may have found keys full: once this attempt's end is
-        // written, its key has a free slot.
-        frees: cfg.concurrency_limit.is_some().then(|| slot.kind.clone()),
+        // written, its key has a free slot. A grouped task's end makes the next of its group
+        // due: without a wake it would wait for the next poll, and one busy group would drain
+        // one task per poll interval (measured: 4 a second with the default 250 ms).
+        frees: (cfg.concurrency_limit.is_some() || grouped).then(|| slot.kind.clone()),
     })
 }
 

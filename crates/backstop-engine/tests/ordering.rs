@@ -397,3 +397,45 @@ async fn a_dead_letter_made_by_rescue_raises_group_blocked() {
     assert!(text.contains("group.blocked"), "{text}");
     assert!(text.contains("the last attempt's lease expired"), "{text}");
 }
+
+/// One busy group drains at the pace of its attempts, not of the poll: the end of each task
+/// wakes the dispatcher for the next one of its group. 40 tasks of one group with the default
+/// 250 ms poll interval take well under two seconds (one per poll would take ten).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_busy_group_drains_at_the_pace_of_its_attempts_not_of_the_poll() {
+    let (store, _dir) = store().await;
+    let engine = Engine::builder(store.clone())
+        .handler("order.sync", handler(|_t| async { Outcome::Success }))
+        .kind(ordered(OnFailure::Block))
+        .build()
+        .unwrap();
+    engine
+        .enqueue_many((0..40).map(|n| req("A-1", n)).collect())
+        .await
+        .unwrap();
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    let began = Instant::now();
+    wait_until("the group drains", async || {
+        store
+            .counts(CountsParams::default())
+            .await
+            .unwrap()
+            .succeeded
+            == 40
+    })
+    .await;
+    let took = began.elapsed();
+    let _ = stop.send(());
+    let _ = run.await;
+    assert!(
+        took < Duration::from_secs(2),
+        "40 tasks of one group took {took:?}"
+    );
+}
