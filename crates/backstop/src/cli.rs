@@ -348,6 +348,26 @@ pub enum BenchCommand {
     /// One running attempt saving its cursor again and again: the latency of a checkpoint,
     /// from the call to its durable commit.
     Checkpoints(CheckpointsBenchArgs),
+    /// A large backlog in one ordering group, and tasks of another group enqueued meanwhile:
+    /// how soon the other group's tasks start (no head-of-line blocking across groups).
+    Groups(GroupsBenchArgs),
+}
+
+/// Flags of `backstop bench groups`.
+#[derive(Args)]
+pub struct GroupsBenchArgs {
+    /// Tasks queued in group A before the measurement.
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 1_000_000)]
+    pub backlog: usize,
+    /// Tasks of group B measured, one after another.
+    #[arg(long, value_parser = whole::<usize>, default_value_t = 200)]
+    pub probes: usize,
+    /// The pause between one B task's start and the next one's enqueue.
+    #[arg(long, value_parser = duration, default_value = "50ms")]
+    pub every: std::time::Duration,
+    /// Print one JSON object instead of a line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `backstop bench checkpoints`.
@@ -508,9 +528,15 @@ pub struct LedgerBenchArgs {
     /// (`limits.concurrency`), to measure what the limit costs (0, the default: no limit).
     #[arg(long, value_parser = whole::<usize>, default_value_t = 0)]
     pub limit_keys: usize,
-    /// With `--limit-keys`: the most attempts at once per tenant.
+    /// With `--limit-keys`: the most attempts at once per tenant (0: no concurrency limit,
+    /// to measure `--rate-limit` alone).
     #[arg(long, value_parser = whole::<usize>, default_value_t = 64)]
     pub limit_max: usize,
+    /// With `--limit-keys`: also limit each tenant to this many starts a second, as many at
+    /// once (`limits.rate`; 0, the default: no rate limit). Set it above what a tenant can
+    /// reach to measure what keeping the rate costs, below to watch it throttle.
+    #[arg(long, value_parser = whole::<u32>, default_value_t = 0)]
+    pub rate_limit: u32,
     /// Print one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,

@@ -36,6 +36,8 @@ struct Report {
     limit_keys: usize,
     /// The most attempts at once per tenant, with `limit_keys`.
     limit_max: Option<usize>,
+    /// Starts a second per tenant (and burst), with `limit_keys`.
+    rate_limit: Option<u32>,
     tasks: usize,
     batch: usize,
     durability: &'static str,
@@ -93,6 +95,12 @@ pub async fn run(a: LedgerBenchArgs) -> Result<()> {
     if let Some(max) = r.limit_max {
         println!("limit: {max} at once per tenant, {} tenants", r.limit_keys);
     }
+    if let Some(rate) = r.rate_limit {
+        println!(
+            "rate: {rate} starts a second per tenant, burst {rate}, {} tenants",
+            r.limit_keys
+        );
+    }
     println!("tasks: {}", r.tasks);
     println!("batch: {}", r.batch);
     println!("durability: {}", r.durability);
@@ -131,10 +139,19 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
     if a.groups > 0 {
         kind.ordering = Some(backstop_core::group::Ordering::default());
     }
-    if a.limit_keys > 0 {
+    if a.limit_keys > 0 && a.limit_max > 0 {
         kind.concurrency_limit = Some(backstop_core::limit::ConcurrencyLimit {
             key: "/tenant".into(),
-            max: u32::try_from(a.limit_max.max(1)).unwrap_or(u32::MAX),
+            max: u32::try_from(a.limit_max).unwrap_or(u32::MAX),
+            missing_key: Default::default(),
+        });
+    }
+    if a.limit_keys > 0 && a.rate_limit > 0 {
+        kind.rate_limit = Some(backstop_core::limit::RateLimit {
+            key: "/tenant".into(),
+            limit: a.rate_limit,
+            period: Duration::from_secs(1),
+            burst: a.rate_limit,
             missing_key: Default::default(),
         });
     }
@@ -219,7 +236,8 @@ async fn measure(place: &Place, a: &LedgerBenchArgs) -> Result<Report> {
         prefill_tasks_per_s: prefill_took.map(|t| a.prefill_finished as f64 / t.as_secs_f64()),
         groups: a.groups,
         limit_keys: a.limit_keys,
-        limit_max: (a.limit_keys > 0).then_some(a.limit_max),
+        limit_max: (a.limit_keys > 0 && a.limit_max > 0).then_some(a.limit_max),
+        rate_limit: (a.limit_keys > 0 && a.rate_limit > 0).then_some(a.rate_limit),
         tasks: a.tasks,
         batch: a.batch,
         durability: match place {

@@ -6,6 +6,7 @@
 
 mod brokers;
 mod checkpoints;
+mod groups;
 mod hooks;
 mod http;
 mod ledger;
@@ -58,5 +59,6 @@ pub async fn run(_ctx: &Ctx, database: Option<String>, a: BenchArgs) -> Result<(
         Some(BenchCommand::Brokers(b)) => brokers::run(b).await,
         Some(BenchCommand::Schedules(s)) => schedules::run(s, database).await,
         Some(BenchCommand::Checkpoints(c)) => checkpoints::run(c, database).await,
+        Some(BenchCommand::Groups(c)) => groups::run(c, database).await,
     }
 }
