@@ -131,11 +131,7 @@ impl LimitOverrides for MysqlStore {
                 .map(|r| {
                     let action: String = col(r, "action")?;
                     Ok(OverrideChange {
-                        action: OverrideAction::parse(&action).ok_or_else(|| {
-                            StoreError::Database(
-                                format!("unknown override action {action:?}").into(),
-                            )
-                        })?,
+                        action: OverrideAction::stored(&action)?,
                         entry: entry(r)?,
                     })
                 })

@@ -126,11 +126,7 @@ impl LimitOverrides for SqliteStore {
                 .map(|r| {
                     let action: String = r.try_get("action").map_err(db_err)?;
                     Ok(OverrideChange {
-                        action: OverrideAction::parse(&action).ok_or_else(|| {
-                            StoreError::Database(
-                                format!("unknown override action {action:?}").into(),
-                            )
-                        })?,
+                        action: OverrideAction::stored(&action)?,
                         entry: entry(r)?,
                     })
                 })

@@ -70,6 +70,12 @@ impl OverrideAction {
             _ => None,
         }
     }
+
+    /// Parses a name read from the store: one it never writes is the store's error.
+    pub fn stored(s: &str) -> Result<Self, StoreError> {
+        Self::parse(s)
+            .ok_or_else(|| StoreError::Database(format!("unknown override action {s:?}").into()))
+    }
 }
 
 /// One entry of an override's history: the action, with the override as it was set (or as it
