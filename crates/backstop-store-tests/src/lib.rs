@@ -160,7 +160,8 @@ macro_rules! conformance_suite {
             concurrent_rate_limited_claims_share_one_rate,
             a_full_key_spends_none_of_its_rate,
             limit_overrides_round_trip_with_their_history,
-            a_claim_follows_a_keys_override
+            a_claim_follows_a_keys_override,
+            random_interleavings_never_run_more_than_max_of_a_key
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -590,3 +590,137 @@ pub async fn a_claim_follows_a_keys_override(store: S) {
         keys(&c)
     );
 }
+
+/// A small deterministic generator (xorshift64*), so each seed replays the same interleaving.
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// One attempt as the claims handed it out: its key, when it started, when it stopped holding
+/// its slot (its end, or its lease's end for a worker that died).
+struct Held {
+    task: ClaimedTask,
+    key: String,
+    from: Timestamp,
+    until: Timestamp,
+    ended: bool,
+}
+
+pub async fn random_interleavings_never_run_more_than_max_of_a_key(store: S) {
+    // Three keys, max 2 each but 3 for k0 (an override); leases of 5 s. Random claims by
+    // three workers, completions, workers that die (their leases lapse), rescues and time
+    // passing, over several seeds: at every claim, the attempts holding a slot of a key —
+    // from what the claims handed out — never exceed the key's max.
+    store
+        .set_limit_override(SetLimitOverrideParams {
+            entry: an_override("k0", Some(3), None, at(0)),
+        })
+        .await
+        .unwrap();
+    let max = |k: &str| if k == "k0" { 3 } else { 2 };
+    let lease = SignedDuration::from_secs(5);
+    for seed in 1..=4u64 {
+        let mut dice = Dice(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let tasks = (0..45)
+            .map(|i| {
+                let mut t = of(&format!("s{seed}-{i}"), Some(&format!("k{}", dice.roll(3))));
+                t.run_at = at(0);
+                t
+            })
+            .collect();
+        enqueue_all(&*store, tasks).await;
+        let base = SignedDuration::from_secs(1_000 * seed as i64);
+        let mut now = at(0) + base;
+        let mut held: Vec<Held> = Vec::new();
+        for _ in 0..150 {
+            now += SignedDuration::from_millis(dice.roll(2_500) as i64);
+            match dice.roll(10) {
+                0..=4 => {
+                    let w = format!("w{}", dice.roll(3));
+                    let n = 1 + dice.roll(4) as usize;
+                    let got = store
+                        .claim(ClaimParams {
+                            kind: "k".into(),
+                            limit: n,
+                            start: n,
+                            owner: w,
+                            now,
+                            lease_until: now + lease,
+                            max_attempts: 100,
+                            on_group_failure: Default::default(),
+                            per_key: Some(per_tenant(2)),
+                        })
+                        .await
+                        .unwrap();
+                    for t in got {
+                        let key = tenant_of(&t);
+                        held.push(Held {
+                            task: t,
+                            key,
+                            from: now,
+                            until: now + lease,
+                            ended: false,
+                        });
+                    }
+                    let mut per: HashMap<&str, usize> = HashMap::new();
+                    for h in held.iter().filter(|h| h.from <= now && now < h.until) {
+                        *per.entry(h.key.as_str()).or_default() += 1;
+                    }
+                    for (k, n) in per {
+                        assert!(
+                            n <= max(k),
+                            "seed {seed}: {n} attempts of {k} hold a slot at once (max {})",
+                            max(k)
+                        );
+                    }
+                }
+                5..=7 => {
+                    // A live worker ends one of its attempts.
+                    let live: Vec<usize> = (0..held.len())
+                        .filter(|i| !held[*i].ended && held[*i].until > now)
+                        .collect();
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let i = live[dice.roll(live.len() as u64) as usize];
+                    let r = complete(
+                        &*store,
+                        vec![completion(
+                            &held[i].task,
+                            Status::Succeeded,
+                            AttemptOutcome::Succeeded,
+                            now,
+                        )],
+                        now,
+                    )
+                    .await;
+                    assert!(
+                        r.stale.is_empty(),
+                        "seed {seed}: a live lease's end was refused"
+                    );
+                    held[i].ended = true;
+                    held[i].until = now;
+                }
+                8 => {
+                    // The reconciler rescues what died (their slots were free already).
+                    store
+                        .rescue(RescueParams { now, limit: 100 })
+                        .await
+                        .unwrap();
+                }
+                _ => {} // Time passes; some holders die with their leases.
+            }
+        }
+        assert!(
+            held.iter().filter(|h| h.ended).count() > 10,
+            "seed {seed}: the interleaving ran attempts to their end"
+        );
+    }
+}
