@@ -64,6 +64,38 @@ pub struct KindView {
     /// Its dispatch in this process: `open`, `paused` (by hand, in config, by its breaker, by
     /// a `Retry-After`) or `probing` (the breaker sends one task at a time).
     dispatch: &'static str,
+    /// Its limits per key as configured: `concurrency` (`key`, `max`) and `rate` (`key`,
+    /// `limit`, `period`, `burst`); overrides per key are under `/v1/limits/{kind}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    limits: Option<serde_json::Value>,
+}
+
+/// A kind's configured limits per key, for its view.
+fn limits_view(k: &backstop_core::KindConfig) -> Option<serde_json::Value> {
+    if k.concurrency_limit.is_none() && k.rate_limit.is_none() {
+        return None;
+    }
+    let mut v = serde_json::Map::new();
+    if let Some(c) = &k.concurrency_limit {
+        v.insert(
+            "concurrency".into(),
+            serde_json::json!({"key": c.key, "max": c.max, "missing_key": c.missing_key.as_str()}),
+        );
+    }
+    if let Some(r) = &k.rate_limit {
+        v.insert(
+            "rate".into(),
+            serde_json::json!({
+                "key": r.key,
+                "limit": r.limit,
+                "period": format_duration(r.period),
+                "burst": r.burst,
+                "missing_key": r.missing_key.as_str(),
+            }),
+        );
+    }
+    Some(serde_json::Value::Object(v))
 }
 
 /// The retry policy.
@@ -146,6 +178,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> 
                 .map(|s| (s.as_str().to_string(), c.get(*s)))
                 .collect(),
             dispatch: engine.dispatch_state(name).unwrap_or("open"),
+            limits: limits_view(k),
         });
     }
     Ok(Json(KindList { kinds }))

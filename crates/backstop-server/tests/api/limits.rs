@@ -76,6 +76,18 @@ async fn an_override_raises_one_keys_max_and_is_kept_in_its_history() {
 
     let (s, kind) = api.get("/v1/limits/report.render").await;
     assert_eq!(s, 200, "{kind}");
+    let (_, kinds) = api.get("/v1/kinds").await;
+    let listed = kinds["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "report.render")
+        .unwrap();
+    assert_eq!(
+        listed["limits"],
+        json!({"concurrency": {"key": "/tenant", "max": 1, "missing_key": "reject"}}),
+        "the kinds listing shows the configured limit: {listed}"
+    );
     assert_eq!(kind["concurrency"]["max"], 1, "the kind's own: {kind}");
     assert_eq!(kind["overrides"].as_array().unwrap().len(), 1, "{kind}");
 
