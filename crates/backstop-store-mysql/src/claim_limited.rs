@@ -9,10 +9,11 @@
 //! may, with a `rate_limited` event.
 
 use crate::Db;
-use crate::claim::{start_rows, task_at};
+use crate::claim::task_at;
 use crate::row::{col, to_ms};
 use crate::shapes::{padded_lists, repeat};
 use crate::tx::Fail;
+use backstop_core::group::OnFailure;
 use backstop_core::limit::{
     Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict, rate_clock,
 };
@@ -39,7 +40,16 @@ ORDER BY run_at, seq
 LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
-const SET_KEY: &str = "UPDATE {tasks} SET lkey = ? WHERE seq = ?";
+/// Starts the taken rows, each one's key written in the same write (a second UPDATE per row
+/// wrote it before): owner, lease end, now, now, owner, the kind's attempt budget, the group
+/// skip flag, then `(seq, key)` pairs for the `CASE`, then the `seq` list.
+const START_KEYED: &str = "
+UPDATE {tasks}
+SET status = 1, attempts = attempts + 1, epoch = epoch + 1,
+    lease_owner = ?, lease_until = ?, updated_at = ?, att_started_at = ?, att_worker = ?,
+    max_attempts = IF(max_attempts = 0, ?, max_attempts), grp_skip = grp IS NOT NULL AND ?,
+    lkey = CASE seq {cases} END
+WHERE seq IN ({seqs})";
 
 /// The kind's keys whose rate state is still in the future (now in µs, twice).
 const RATES: &str = "
@@ -166,15 +176,29 @@ pub(crate) async fn lease(
             break;
         }
     }
-    let seqs: Vec<i64> = taken.iter().map(|t| t.0).collect();
-    start_rows(db, conn, p, &seqs).await?;
-    for (seq, key) in &taken {
-        let Some(key) = key else { continue };
-        sqlx::query(db.tables.q(SET_KEY))
-            .bind(key.as_bytes())
-            .bind(seq)
-            .execute(&mut *conn)
-            .await?;
+    let all: Vec<usize> = (0..taken.len()).collect();
+    let skip = p.on_group_failure == OnFailure::Skip;
+    for list in padded_lists(&all) {
+        let sql = START_KEYED
+            .replace("{cases}", &repeat("WHEN ? THEN ?", " ", list.len()))
+            .replace("{seqs}", &repeat("?", ", ", list.len()));
+        let mut q = sqlx::query(db.tables.q(&sql))
+            .bind(p.owner.as_str())
+            .bind(to_ms(p.lease_until))
+            .bind(now)
+            .bind(now)
+            .bind(p.owner.as_str())
+            .bind(i64::from(p.max_attempts))
+            .bind(skip);
+        for i in &list {
+            q = q
+                .bind(taken[*i].0)
+                .bind(taken[*i].1.as_deref().map(str::as_bytes));
+        }
+        for i in &list {
+            q = q.bind(taken[*i].0);
+        }
+        q.execute(&mut *conn).await?;
     }
     // In lists, not a statement per task: the claim holds the kind's lock meanwhile, and the
     // tasks it starts leave only once it commits (one statement per moved task kept the first

@@ -30,7 +30,8 @@ pub(crate) const SHAPES: &[usize] = &[64, 16, 4, 1];
 
 /// What a claimed row becomes: its attempt starts (`running`, `attempts` + 1), or it is held
 /// (still `pending`, due again when the lease ends). `?1` owner, `?2` lease end, `?3` now.
-pub(crate) const START_SET: &str = "status = 1, attempts = attempts + 1, att_started_at = ?3, att_worker = ?1";
+pub(crate) const START_SET: &str =
+    "status = 1, attempts = attempts + 1, att_started_at = ?3, att_worker = ?1";
 const HOLD_SET: &str = "run_at = ?2";
 
 /// One UPDATE per shape: `?1` owner, `?2` lease end, `?3` now, `?4` the kind's attempt budget

@@ -9,15 +9,15 @@
 
 use crate::claim::{SHAPES, START_SET, task_at};
 use crate::raw::{Db, Row, Stmt, Value};
-use crate::shapes::chunks;
-use backstop_core::group::OnFailure;
-use std::sync::LazyLock;
 use crate::row::jiff_ms::to_ms;
+use crate::shapes::chunks;
 use backstop_core::StoreError;
+use backstop_core::group::OnFailure;
 use backstop_core::limit::{
     Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict, rate_clock,
 };
 use backstop_core::store::{ClaimParams, ClaimedTask};
+use std::sync::LazyLock;
 
 /// The keys of the kind's running tasks whose lease has not ended (`?2` now), with how many.
 pub(crate) const RUNNING_KEYS: &str = "
