@@ -28,12 +28,14 @@ async fn a_key_overridden_from_the_cli_changes_what_serve_leases() {
     let w = Workdir::new(CONFIG);
     let mut serve = w.serve();
     let base = w.api_base().await;
+    let mut ids = Vec::new();
     for i in 0..4 {
-        post(
+        let t = post(
             format!("{base}/v1/tasks"),
             json!({"kind": "report.render", "key": format!("a{i}"), "payload": {"tenant": "acme"}}),
         )
         .await;
+        ids.push(t["id"].as_str().unwrap().to_string());
     }
     let out = w
         .ok(&[
@@ -54,6 +56,19 @@ async fn a_key_overridden_from_the_cli_changes_what_serve_leases() {
     )
     .await;
     assert_eq!(got["tasks"].as_array().unwrap().len(), 3, "{got}");
+    // The fourth waits for a slot, and `why` names the key's limit in force: the override.
+    let leased: Vec<&str> = got["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    let waiting = ids.iter().find(|i| !leased.contains(&i.as_str())).unwrap();
+    let why = w.ok(&["why", waiting]).await;
+    assert!(
+        why.contains("at most 3 at once per /tenant (this task's: \"acme\")"),
+        "{why}"
+    );
 
     let shown = w
         .json(&["limits", "show", "report.render", "acme", "--json"])

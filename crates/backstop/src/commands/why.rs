@@ -23,6 +23,12 @@ pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
         .find(|b| b.name == RECONCILER_BEAT)
         .and_then(|b| PassReport::from_detail(&b.detail));
     let kind = ctx.config.kinds.iter().find(|k| k.name == t.kind);
+    // The limit in force for this task's key: an override set at run time, else the kind's.
+    let kind = match kind {
+        Some(k) => Some(with_override(&*store, k, &t.payload).await?),
+        None => None,
+    };
+    let kind = kind.as_ref();
     let head = match &t.group {
         Some(g) => {
             store
@@ -55,4 +61,28 @@ pub async fn run(ctx: &Ctx, id: &str) -> Result<()> {
         println!("{line}");
     }
     Ok(())
+}
+
+/// `k` with its concurrency `max` replaced by the override of the key `payload` counts under,
+/// if that key has one.
+async fn with_override(
+    store: &dyn backstop_core::Store,
+    k: &backstop_core::KindConfig,
+    payload: &[u8],
+) -> Result<backstop_core::KindConfig> {
+    let mut k = k.clone();
+    let Some(limit) = k.concurrency_limit.as_mut() else {
+        return Ok(k);
+    };
+    let value = serde_json::from_slice::<serde_json::Value>(payload).ok();
+    let key = backstop_core::limit::key_of(value.as_ref(), &limit.key);
+    let overrides = store
+        .limit_overrides(backstop_core::store::LimitOverridesParams {
+            kind: k.name.clone(),
+        })
+        .await?;
+    if let Some(max) = overrides.iter().find(|o| o.key == key).and_then(|o| o.max) {
+        limit.max = max;
+    }
+    Ok(k)
 }
