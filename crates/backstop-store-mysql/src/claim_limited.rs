@@ -179,9 +179,7 @@ pub(crate) async fn lease(
     let all: Vec<usize> = (0..taken.len()).collect();
     let skip = p.on_group_failure == OnFailure::Skip;
     for list in padded_lists(&all) {
-        let sql = START_KEYED
-            .replace("{cases}", &repeat("WHEN ? THEN ?", " ", list.len()))
-            .replace("{seqs}", &repeat("?", ", ", list.len()));
+        let sql = shaped(START_KEYED, list.len());
         let mut q = sqlx::query(db.tables.q(&sql))
             .bind(p.owner.as_str())
             .bind(to_ms(p.lease_until))
@@ -205,11 +203,7 @@ pub(crate) async fn lease(
     // claim of a backlog for seconds, and its starts went out that much later than counted).
     let all: Vec<usize> = (0..throttled.len()).collect();
     for list in padded_lists(&all) {
-        let shape = |sql: &str| {
-            sql.replace("{cases}", &repeat("WHEN ? THEN ?", " ", list.len()))
-                .replace("{seqs}", &repeat("?", ", ", list.len()))
-        };
-        let sql = shape(THROTTLE);
+        let sql = shaped(THROTTLE, list.len());
         let mut q = sqlx::query(db.tables.q(&sql));
         for i in &list {
             q = q.bind(throttled[*i].0).bind(throttled[*i].1);
@@ -219,7 +213,7 @@ pub(crate) async fn lease(
             q = q.bind(throttled[*i].0);
         }
         q.execute(&mut *conn).await?;
-        let sql = shape(THROTTLED);
+        let sql = shaped(THROTTLED, list.len());
         let mut q = sqlx::query(db.tables.q(&sql)).bind(now);
         for i in &list {
             q = q.bind(throttled[*i].0).bind(throttled[*i].2.as_str());
@@ -247,6 +241,14 @@ pub(crate) async fn lease(
             .await?;
     }
     Ok(claimed)
+}
+
+/// `template` for a list of `n` rows: its `{cases}` as `n` `WHEN ? THEN ?`, its `{seqs}` as
+/// `n` placeholders.
+fn shaped(template: &str, n: usize) -> String {
+    template
+        .replace("{cases}", &repeat("WHEN ? THEN ?", " ", n))
+        .replace("{seqs}", &repeat("?", ", ", n))
 }
 
 /// A key stored as bytes, as text.

@@ -130,6 +130,17 @@ pub(crate) fn task_at(
 }
 
 /// Leases the rows `seqs` with one of the statement sets above.
+/// The leading parameters of a lease UPDATE (`?1` … `?5` of `lease_sql`).
+pub(crate) fn lease_values(p: &ClaimParams) -> [Value<'_>; 5] {
+    [
+        p.owner.as_str().into(),
+        to_ms(p.lease_until).into(),
+        to_ms(p.now).into(),
+        i64::from(p.max_attempts).into(),
+        i64::from(p.on_group_failure == OnFailure::Skip).into(),
+    ]
+}
+
 pub(crate) fn lease_rows(
     db: &Db<'_>,
     p: &ClaimParams,
@@ -144,13 +155,7 @@ pub(crate) fn lease_rows(
             slot => slot.insert(db.prepare(&sql[shape])?),
         };
         values.clear();
-        values.extend_from_slice(&[
-            p.owner.as_str().into(),
-            to_ms(p.lease_until).into(),
-            to_ms(p.now).into(),
-            i64::from(p.max_attempts).into(),
-            i64::from(p.on_group_failure == OnFailure::Skip).into(),
-        ]);
+        values.extend_from_slice(&lease_values(p));
         values.extend(chunk.iter().map(|s| Value::Int(*s)));
         lease.execute(&values)?;
     }

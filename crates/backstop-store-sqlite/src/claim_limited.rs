@@ -7,12 +7,11 @@
 //! may not start yet is moved to when it may, with a `rate_limited` event. The single writer
 //! serialises these claims, as it does every write.
 
-use crate::claim::{SHAPES, START_SET, task_at};
+use crate::claim::{SHAPES, START_SET, lease_values, task_at};
 use crate::raw::{Db, Row, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
 use crate::shapes::chunks;
 use backstop_core::StoreError;
-use backstop_core::group::OnFailure;
 use backstop_core::limit::{
     Admission, KeyOverride, PerKey, RateState, SCAN_BUDGET, Verdict, rate_clock,
 };
@@ -219,13 +218,7 @@ fn start_keyed(
             slot => slot.insert(db.prepare(&START_KEYED[shape])?),
         };
         values.clear();
-        values.extend_from_slice(&[
-            p.owner.as_str().into(),
-            to_ms(p.lease_until).into(),
-            to_ms(p.now).into(),
-            i64::from(p.max_attempts).into(),
-            i64::from(p.on_group_failure == OnFailure::Skip).into(),
-        ]);
+        values.extend_from_slice(&lease_values(p));
         for (seq, key) in chunk {
             values.push(Value::Int(*seq));
             values.push(key.as_deref().into());
