@@ -70,6 +70,9 @@ pub struct KindConfig {
     /// At most so many attempt starts per period per key of the payload
     /// ([`crate::limit::rate`]).
     pub rate_limit: Option<crate::limit::RateLimit>,
+    /// At most so many attempts at once across every kind on this kind's target host
+    /// ([`crate::limit::host`]; push kinds only).
+    pub host_limit: Option<crate::limit::HostMax>,
 }
 
 impl KindConfig {
@@ -83,12 +86,16 @@ impl KindConfig {
 
     /// What a claim of this kind is told of its limit per key.
     pub fn per_key(&self) -> Option<crate::limit::PerKey> {
-        if self.concurrency_limit.is_none() && self.rate_limit.is_none() {
+        if self.concurrency_limit.is_none()
+            && self.rate_limit.is_none()
+            && self.host_limit.is_none()
+        {
             return None;
         }
         Some(crate::limit::PerKey {
             concurrency: self.concurrency_limit.as_ref().map(|l| l.per_key()),
             rate: self.rate_limit.as_ref().map(|l| l.per_key()),
+            host: self.host_limit.clone(),
         })
     }
 
@@ -127,6 +134,7 @@ impl KindConfig {
             requires: None,
             concurrency_limit: None,
             rate_limit: None,
+            host_limit: None,
         }
     }
 }

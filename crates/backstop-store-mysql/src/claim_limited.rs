@@ -24,6 +24,11 @@ use sqlx::MySqlConnection;
 const LOCK: &str =
     "INSERT INTO {claim_locks} (kind) VALUES (?) ON DUPLICATE KEY UPDATE kind = kind";
 
+/// How many tasks of the kinds `{kinds}` are running with a live lease: a host's count, read
+/// through the `leased` index.
+const HOST_RUNNING: &str = "
+SELECT count(*) FROM {tasks} WHERE status = 1 AND lease_until > ? AND kind IN ({kinds})";
+
 /// The keys of the kind's running tasks whose lease has not ended, with how many.
 const RUNNING_KEYS: &str = "
 SELECT lkey, count(*) FROM {tasks}
@@ -84,7 +89,7 @@ pub(crate) async fn lease(
     limit: &PerKey,
     began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, Fail> {
-    let want = p.limit.min(p.start);
+    let mut want = p.limit.min(p.start);
     if want == 0 {
         return Ok(Vec::new());
     }
@@ -93,6 +98,26 @@ pub(crate) async fn lease(
         .bind(p.kind.as_str())
         .execute(&mut *conn)
         .await?;
+    if let Some(host) = &limit.host {
+        // After the kind's own lock, always in this order: no two claims wait on each other.
+        sqlx::query(db.tables.q(LOCK))
+            .bind(host.lock_name())
+            .execute(&mut *conn)
+            .await?;
+        let sql = HOST_RUNNING.replace("{kinds}", &repeat("?", ", ", host.kinds.len().max(1)));
+        let mut q = sqlx::query_as::<_, (i64,)>(db.tables.q(&sql)).bind(now);
+        for k in &host.kinds {
+            q = q.bind(k.as_str());
+        }
+        if host.kinds.is_empty() {
+            q = q.bind(p.kind.as_str());
+        }
+        let (running,) = q.fetch_one(&mut *conn).await?;
+        want = want.min(host.free(running.max(0) as u64));
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+    }
     let now_us = rate_clock(p.now, began.elapsed());
     let running: Vec<(Vec<u8>, i64)> = match limit.concurrency {
         Some(_) => {

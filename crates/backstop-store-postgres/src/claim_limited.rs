@@ -25,6 +25,12 @@ use sqlx::postgres::PgBindIterExt;
 const LOCK: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('backstop claim ' || $1 || ' ' || $2, 0))";
 
+/// How many tasks of the kinds `$1` are running with a live lease (`$2` now): a host's count,
+/// read through the index of running leases.
+const HOST_RUNNING: &str = "
+SELECT count(*) FROM {schema}.tasks
+WHERE status = 'running' AND lease_until > $2 AND kind = ANY ($1::text[])";
+
 /// The keys of kind `$1`'s running tasks whose lease has not ended (`$2` now), with how many.
 const RUNNING_KEYS: &str = "
 SELECT lkey, count(*) FROM {schema}.tasks
@@ -106,7 +112,7 @@ pub(crate) async fn claim(
     p: &ClaimParams,
     limit: &PerKey,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
-    let want = p.limit.min(p.start);
+    let mut want = p.limit.min(p.start);
     if want == 0 {
         return Ok(Vec::new());
     }
@@ -118,6 +124,25 @@ pub(crate) async fn claim(
         .execute(&mut *tx)
         .await
         .map_err(db_err)?;
+    if let Some(host) = &limit.host {
+        // After the kind's own lock, always in this order: no two claims wait on each other.
+        sqlx::query(LOCK)
+            .bind(db.schema.name())
+            .bind(host.lock_name())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        let (running,): (i64,) = sqlx::query_as(db.schema.sql(HOST_RUNNING))
+            .bind(&host.kinds)
+            .bind(Time(p.now))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        want = want.min(host.free(running.max(0) as u64));
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+    }
     let now_us = rate_clock(p.now, began.elapsed());
     let running: Vec<(String, i64)> = match limit.concurrency {
         Some(_) => sqlx::query_as(db.schema.sql(RUNNING_KEYS))

@@ -24,6 +24,12 @@ SELECT lkey, count(*) FROM backstop_tasks INDEXED BY backstop_tasks_running_keys
 WHERE status = 1 AND lkey IS NOT NULL AND kind = ?1 AND lease_until > ?2
 GROUP BY lkey";
 
+/// How many tasks of the kinds `?1` (a JSON array) are running with a live lease (`?2` now):
+/// a host's count. The running tasks are few; the index of leases reads only them.
+pub(crate) const HOST_RUNNING: &str = "
+SELECT count(*) FROM backstop_tasks INDEXED BY backstop_tasks_leased
+WHERE status = 1 AND lease_until > ?2 AND kind IN (SELECT value FROM json_each(?1))";
+
 /// Due tasks after the cursor `(?4, ?5)`, oldest `run_at` first, at most `?3` (the columns of
 /// `claim::PICK`).
 pub(crate) const PICK_AFTER: &str = "
@@ -95,11 +101,24 @@ pub(crate) fn lease(
     limit: &PerKey,
     began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
-    let want = p.limit.min(p.start);
+    let mut want = p.limit.min(p.start);
     if want == 0 {
         return Ok(Vec::new());
     }
     let now = to_ms(p.now);
+    if let Some(host) = &limit.host {
+        let kinds = serde_json::to_string(&host.kinds).unwrap_or_default();
+        let mut running = 0;
+        db.prepare(HOST_RUNNING)?
+            .query(&[kinds.as_str().into(), now.into()], |r| {
+                running = r.int(0);
+                Ok(())
+            })?;
+        want = want.min(host.free(running.max(0) as u64));
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+    }
     let now_us = rate_clock(p.now, began.elapsed());
     let mut running = Vec::new();
     if limit.concurrency.is_some() {

@@ -63,6 +63,10 @@ async fn per_task_statements_use_their_indexes() {
         "SEARCH backstop_tasks USING COVERING INDEX backstop_tasks_running_keys (kind=?",
     ));
     cases.push((
+        crate::claim_limited::HOST_RUNNING,
+        "SEARCH backstop_tasks USING INDEX backstop_tasks_leased (lease_until>?)",
+    ));
+    cases.push((
         crate::claim_limited::PICK_AFTER,
         "SEARCH backstop_tasks USING INDEX backstop_tasks_due",
     ));

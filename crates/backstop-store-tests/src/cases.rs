@@ -9,6 +9,7 @@ pub use crate::enqueue::*;
 pub use crate::entities::*;
 pub use crate::groups::*;
 pub use crate::holds::*;
+pub use crate::hosts::*;
 pub use crate::intake::*;
 pub use crate::leadership::*;
 pub use crate::leases::*;

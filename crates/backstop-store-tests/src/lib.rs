@@ -18,6 +18,7 @@ mod entities;
 pub mod fixtures;
 pub mod groups;
 mod holds;
+mod hosts;
 mod intake;
 mod leadership;
 mod leases;
@@ -161,7 +162,9 @@ macro_rules! conformance_suite {
             a_full_key_spends_none_of_its_rate,
             limit_overrides_round_trip_with_their_history,
             a_claim_follows_a_keys_override,
-            random_interleavings_never_run_more_than_max_of_a_key
+            random_interleavings_never_run_more_than_max_of_a_key,
+            a_host_limit_counts_every_kind_on_the_host,
+            concurrent_host_claims_never_exceed_the_max
         );
     };
     (@each $make:path, $skip:expr; $($case:ident),* $(,)?) => {

@@ -29,6 +29,7 @@ fn per_tenant(max: u32) -> PerKey {
             max,
         }),
         rate: None,
+        host: None,
     }
 }
 
@@ -44,6 +45,7 @@ fn rate_per_tenant(limit: u32, burst: u32) -> PerKey {
                 burst,
             },
         }),
+        host: None,
     }
 }
 
@@ -378,6 +380,7 @@ pub async fn a_full_key_spends_none_of_its_rate(store: S) {
                 burst: 2,
             },
         }),
+        host: None,
     };
     let first = claim_under(&*store, "w1", 10, at(1), both.clone()).await;
     assert_eq!(keys(&first), ["a0"], "one slot");
@@ -581,6 +584,7 @@ pub async fn a_claim_follows_a_keys_override(store: S) {
     let both = PerKey {
         concurrency: per_tenant(10).concurrency,
         rate: rate_per_tenant(10, 1).rate,
+        host: None,
     };
     let c = claim_under(&*store, "w2", 10, at(2), both.clone()).await;
     let b_started = c.iter().filter(|t| tenant_of(t) == "b").count();

@@ -46,11 +46,16 @@ pub struct PerKey {
     pub concurrency: Option<KeyMax>,
     /// At most so many starts per period per key.
     pub rate: Option<KeyRate>,
+    /// At most so many running across every kind on the kind's target host.
+    pub host: Option<super::HostMax>,
 }
 
 impl PerKey {
     /// The keys a payload counts under, for the concurrency limit and for the rate limit.
     pub fn keys_of(&self, payload: &[u8]) -> (Option<String>, Option<String>) {
+        if self.concurrency.is_none() && self.rate.is_none() {
+            return (None, None);
+        }
         let v = serde_json::from_slice::<serde_json::Value>(payload).ok();
         (
             self.concurrency
@@ -278,6 +283,7 @@ mod tests {
                 max,
             }),
             rate: None,
+            host: None,
         }
     }
 
@@ -292,6 +298,7 @@ mod tests {
                     burst,
                 },
             }),
+            host: None,
         }
     }
 
@@ -403,6 +410,7 @@ mod tests {
         let l = PerKey {
             concurrency: concurrency(1).concurrency,
             rate: rate(10, 1).rate,
+            host: None,
         };
         let mut a = Admission::new(&l, 0, [("t1".to_string(), 1)]);
         assert_eq!(a.admit(T1), Verdict::Pass);

@@ -20,16 +20,20 @@
 //! - **Fair across keys.** The claim reads due tasks oldest first in windows and skips the tasks
 //!   of a key that is full, reading on (up to [`SCAN_BUDGET`] rows), so a key with a thousand
 //!   queued tasks does not starve keys with ten.
+//! - **Per target host** ([`host`]): a push kind's attempts may also be capped across every
+//!   kind posting to the same host, counted the same way over all of them.
 //! - **Overrides per key** ([`KeyOverride`]), set at run time, replace the kind's `max` or rate
 //!   for one key; the claim reads them from the store.
 
 mod admission;
+pub mod host;
 pub mod rate;
 
 pub use admission::{
     Admission, KeyMax, KeyOverride, KeyRate, PerKey, RateState, THROTTLE_BUDGET, Verdict,
     rate_clock,
 };
+pub use host::{HostMax, host_of};
 pub use rate::{Gcra, RateLimit, RateSpec};
 
 /// Longest key accepted, in bytes (UTF-8).
