@@ -167,7 +167,8 @@ async fn run(slot: &Slot, task: ClaimedTask) -> Option<Finished> {
         // written, its key has a free slot. A grouped task's end makes the next of its group
         // due: without a wake it would wait for the next poll, and one busy group would drain
         // one task per poll interval (measured: 4 a second with the default 250 ms).
-        frees: (cfg.concurrency_limit.is_some() || grouped).then(|| slot.kind.clone()),
+        frees: (cfg.concurrency_limit.is_some() || cfg.host_limit.is_some() || grouped)
+            .then(|| slot.kind.clone()),
     })
 }
 

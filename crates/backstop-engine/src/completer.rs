@@ -9,7 +9,7 @@
 //! and counted: an outcome rejected as stale (its lease was lost and the task rescued) made
 //! no dead letter, whatever the attempt saw.
 
-use crate::context::{AlertHub, Context, Kind};
+use crate::context::{AlertHub, Context, Kind, Kinds};
 use crate::options::EngineOptions;
 use backstop_core::Clock;
 use backstop_core::clock::add;
@@ -48,8 +48,8 @@ pub(crate) struct Finished {
     pub(crate) completion: Completion,
     /// Set when the outcome ends the task `failed`: announced once it is written.
     pub(crate) dead_letter: Option<DeadLetter>,
-    /// A kind limited per key, whose dispatcher is woken once this is written (a slot of the
-    /// task's key is free then, not before).
+    /// A kind limited per key (or per host), whose dispatcher is woken once this is written (a
+    /// slot of the task's key is free then, not before); a host's other kinds are woken too.
     pub(crate) frees: Option<Arc<Kind>>,
 }
 
@@ -68,6 +68,8 @@ pub(crate) struct Completer {
     clock: Arc<dyn Clock>,
     owner: Arc<str>,
     alerts: AlertHub,
+    /// To wake every kind on a limited host when one of them frees a slot.
+    kinds: Arc<Kinds>,
     /// Most outcomes one write records.
     batch: usize,
     /// How long a failing write is retried after shutdown is asked.
@@ -81,6 +83,7 @@ impl Completer {
             clock: ctx.clock.clone(),
             owner: ctx.owner.clone(),
             alerts: ctx.alerts.clone(),
+            kinds: ctx.kinds.clone(),
             batch: opts.complete_batch,
             grace: opts.grace,
         }
@@ -114,7 +117,11 @@ impl Completer {
                         }
                         announce(&self.alerts, &outcomes, &r.stale);
                         for k in outcomes.iter().filter_map(|f| f.frees.as_ref()) {
-                            k.wake.notify_one();
+                            match &k.config.host_limit {
+                                // The freed slot is the host's: any of its kinds may take it.
+                                Some(host) => self.kinds.wake(&host.kinds),
+                                None => k.wake.notify_one(),
+                            }
                         }
                         answer(std::mem::take(&mut starts), &r.not_started);
                         break;
@@ -256,6 +263,7 @@ mod tests {
             clock: clock.clone(),
             owner: "me".into(),
             alerts: AlertHub::new(["k"].into_iter()),
+            kinds: Arc::new(crate::context::Kinds::new(Vec::new(), &Default::default())),
             batch: 16,
             grace: Duration::from_secs(1),
         };

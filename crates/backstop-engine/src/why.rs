@@ -293,6 +293,15 @@ fn pending(
                 l.max, l.key, l.max
             ));
         }
+        if let Some(h) = kind.and_then(|k| k.host_limit.as_ref()) {
+            out.push(format!(
+                "Its target host {} takes at most {} at once across its kinds ({}), counted over every process: while {} run, it waits for one of them to end.",
+                h.host,
+                h.max,
+                h.kinds.join(", "),
+                h.max
+            ));
+        }
         match last_pass.and_then(|p| p.overdue.iter().find(|o| o.kind == t.kind)) {
             Some(o) => out.push(format!(
                 "The reconciler finds this kind overdue: {}.",
@@ -438,6 +447,24 @@ mod tests {
         let text = explain(&t, &[], at(40), None, None, None, &Gate::Open).join("\n");
         assert!(text.contains("dead letter"), "{text}");
         assert!(text.contains("backstop dead retry"), "{text}");
+    }
+
+    #[test]
+    fn a_due_task_of_a_host_limited_kind_names_the_host() {
+        let mut k = KindConfig::new("stock.sync", backstop_core::Target::Pull);
+        k.host_limit = Some(backstop_core::limit::HostMax {
+            host: "warehouse.internal".into(),
+            kinds: vec!["order.ship".into(), "stock.sync".into()],
+            max: 8,
+        });
+        let t = task(Status::Pending);
+        let text = explain(&t, &[], at(400), Some(&k), None, None, &Gate::Open).join("\n");
+        assert!(
+            text.contains("host warehouse.internal takes at most 8 at once across its kinds (order.ship, stock.sync)"),
+            "{text}"
+        );
+        let text = explain(&t, &[], at(400), None, None, None, &Gate::Open).join("\n");
+        assert!(!text.contains("warehouse"), "{text}");
     }
 
     #[test]

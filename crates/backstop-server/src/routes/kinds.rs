@@ -65,7 +65,8 @@ pub struct KindView {
     /// a `Retry-After`) or `probing` (the breaker sends one task at a time).
     dispatch: &'static str,
     /// Its limits per key as configured: `concurrency` (`key`, `max`) and `rate` (`key`,
-    /// `limit`, `period`, `burst`); overrides per key are under `/v1/limits/{kind}`.
+    /// `limit`, `period`, `burst`); overrides per key are under `/v1/limits/{kind}`. `host`
+    /// (`host`, `max`, `kinds`): its target host's limit, shared with the kinds listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     limits: Option<serde_json::Value>,
@@ -73,7 +74,7 @@ pub struct KindView {
 
 /// A kind's configured limits per key, for its view.
 fn limits_view(k: &backstop_core::KindConfig) -> Option<serde_json::Value> {
-    if k.concurrency_limit.is_none() && k.rate_limit.is_none() {
+    if k.concurrency_limit.is_none() && k.rate_limit.is_none() && k.host_limit.is_none() {
         return None;
     }
     let mut v = serde_json::Map::new();
@@ -93,6 +94,12 @@ fn limits_view(k: &backstop_core::KindConfig) -> Option<serde_json::Value> {
                 "burst": r.burst,
                 "missing_key": r.missing_key.as_str(),
             }),
+        );
+    }
+    if let Some(h) = &k.host_limit {
+        v.insert(
+            "host".into(),
+            serde_json::json!({"host": h.host, "max": h.max, "kinds": h.kinds}),
         );
     }
     Some(serde_json::Value::Object(v))

@@ -16,6 +16,7 @@ mod bridge_sources;
 mod bridges;
 mod broker_target;
 mod engine;
+mod hosts;
 mod kinds;
 mod limits;
 mod machines;
@@ -108,6 +109,8 @@ struct RawConfig {
     bridges: BTreeMap<String, bridges::RawBridge>,
     #[serde(default)]
     schedules: BTreeMap<String, backstop_core::schedule::ScheduleDef>,
+    #[serde(default)]
+    hosts: BTreeMap<String, hosts::RawHost>,
 }
 
 impl Config {
@@ -136,7 +139,8 @@ impl Config {
         };
         let mut engine = engine::engine(&raw.engine, &invalid)?;
         engine.retention = retention::retention(&raw.retention, &invalid)?;
-        let kinds = kinds::kinds(raw.kinds, &invalid)?;
+        let mut kinds = kinds::kinds(raw.kinds, &invalid)?;
+        hosts::hosts(raw.hosts, &mut kinds, &invalid)?;
         let api = api::api(raw.api, &invalid)?;
         let mut alerts = reconciler::reconciler(&raw.reconciler, &mut engine, &invalid)?;
         alerts::sinks(raw.alerts, &mut alerts, &check_url, &invalid)?;
