@@ -17,6 +17,12 @@ pub fn kind_scope(kind: &str) -> String {
     format!("kind:{kind}")
 }
 
+/// The scope a target host's pauses are kept under (a `Retry-After` pauses every kind posting
+/// to the host; see [`crate::limit::host_of`] for how a host is named).
+pub fn host_scope(host: &str) -> String {
+    format!("host:{host}")
+}
+
 /// Why a scope is paused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PauseCause {

@@ -86,7 +86,12 @@ impl Kinds {
                 delivery,
                 wake: Notify::new(),
                 pulled: Mutex::new(None),
-                gate: KindGate::new(&config.name, config.paused, config.breaker.clone()),
+                gate: KindGate::new(
+                    &config.name,
+                    paused_host(&config).as_deref(),
+                    config.paused,
+                    config.breaker.clone(),
+                ),
                 guard: config.requires.clone().map(|requires| Guard {
                     // The builder checked that the machine is configured.
                     initial: machines
@@ -152,6 +157,16 @@ impl Kinds {
         if pull {
             self.pull_wake.notify_waiters();
         }
+    }
+}
+
+/// The target host whose `Retry-After` pauses close a kind: a push kind's that pauses on it.
+fn paused_host(config: &KindConfig) -> Option<String> {
+    match &config.target {
+        Target::HttpPush { url, .. } if config.pause_on_retry_after => {
+            backstop_core::limit::host_of(url)
+        }
+        _ => None,
     }
 }
 

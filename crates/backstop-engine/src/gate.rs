@@ -6,7 +6,7 @@
 //! A leaf of the crate: it imports only the domain and tokio, so the kind registry can hold it.
 
 use backstop_core::breaker::{Breaker, BreakerConfig, Seen};
-use backstop_core::pause::{Gate, PauseCause, PauseRecord, kind_scope};
+use backstop_core::pause::{Gate, PauseCause, PauseRecord, host_scope, kind_scope};
 use jiff::Timestamp;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -31,6 +31,9 @@ fn mode_of(g: &Gate) -> u8 {
 /// One kind's gate and breaker count.
 pub(crate) struct KindGate {
     pub(crate) scope: String,
+    /// The scope of its target host's pauses, which close it too (a push kind that pauses on
+    /// `Retry-After`); `None` for every other kind.
+    pub(crate) host_scope: Option<String>,
     state: watch::Sender<Gate>,
     /// The gate's kind ([`OPEN`], [`CLOSED`], [`PROBING`]), kept beside it so that the hot
     /// path (each dispatcher turn, each attempt's end) reads one atomic, not the watch's lock.
@@ -42,9 +45,15 @@ pub(crate) struct KindGate {
 }
 
 impl KindGate {
-    pub(crate) fn new(kind: &str, config_paused: bool, breaker: Option<BreakerConfig>) -> Self {
+    pub(crate) fn new(
+        kind: &str,
+        host: Option<&str>,
+        config_paused: bool,
+        breaker: Option<BreakerConfig>,
+    ) -> Self {
         let gate = KindGate {
             scope: kind_scope(kind),
+            host_scope: host.map(host_scope),
             state: watch::Sender::new(Gate::Open),
             mode: AtomicU8::new(OPEN),
             config_paused,
@@ -81,7 +90,12 @@ impl KindGate {
         self.state.subscribe()
     }
 
-    /// Sets the gate from this kind's pause rows at `now`; returns the gate it replaced when
+    /// Whether a pause row of `scope` is this kind's: its own or its host's.
+    pub(crate) fn governed_by(&self, scope: &str) -> bool {
+        self.scope == scope || self.host_scope.as_deref() == Some(scope)
+    }
+
+    /// Sets the gate from this kind's pause rows (its own and its host's) at `now`; returns the gate it replaced when
     /// it changed.
     pub(crate) fn set(&self, rows: &[PauseRecord], now: Timestamp) -> Option<Gate> {
         let next = if self.config_paused {

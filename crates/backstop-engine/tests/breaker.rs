@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use backstop_core::breaker::BreakerConfig;
-use backstop_core::store::{CountsParams, GetByKeyParams, ListParams};
+use backstop_core::store::{CountsParams, GetByKeyParams, ListParams, PausesParams};
 use backstop_core::{KindConfig, Outcome, RetryPolicy, Store, Target};
 use backstop_engine::alerts::{AlertFormat, AlertName, AlertOptions, AlertSink};
 use backstop_engine::reconciler::overdue::Why;
@@ -314,6 +314,75 @@ async fn a_retry_after_pauses_the_whole_kind() {
         .unwrap()
         .unwrap();
     assert_eq!(k0.attempts, 2);
+    stop.send(()).unwrap();
+    handle.await.unwrap();
+}
+
+/// A 429 with `Retry-After: 1` pauses the whole target host: another kind posting to the same
+/// host sends nothing for that second either, and then everything arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_pauses_every_kind_on_the_host() {
+    let (store, _dir) = store().await;
+    let (url, t) = target().await;
+    t.asks_to_wait.store(1, Ordering::SeqCst);
+    let mut first = push(&url);
+    first.retry = RetryPolicy::Exponential {
+        base: Duration::from_millis(20),
+        cap: Duration::from_secs(5),
+        jitter: 0.0,
+    };
+    let mut other = push(&url);
+    other.name = "warehouse.stock".into();
+    let engine = Engine::builder(store.clone())
+        .kind(first)
+        .kind(other)
+        .options(options())
+        .build()
+        .unwrap();
+    let e = engine.clone();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        e.run(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    engine
+        .enqueue_many(vec![req("warehouse.sync", 0)])
+        .await
+        .unwrap();
+    wait_until("the 429", async || !t.refused_at.lock().unwrap().is_empty()).await;
+    let refused = t.refused_at.lock().unwrap()[0];
+    // The pause is written beside the attempt: kept under the host, not the kind.
+    wait_until("the host's pause row", async || {
+        let rows = store.pauses(PausesParams::default()).await.unwrap();
+        rows.iter().any(|r| r.scope.starts_with("host:127.0.0.1:"))
+    })
+    .await;
+    let view = engine.kind_pause("warehouse.stock").await.unwrap();
+    assert_eq!(view.state, "paused", "{view:?}");
+    assert!(
+        view.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("Retry-After: 1s from host 127.0.0.1:")),
+        "{view:?}"
+    );
+    engine
+        .enqueue_many((1..11).map(|n| req("warehouse.stock", n)).collect())
+        .await
+        .unwrap();
+    wait_until("every task delivered", async || {
+        succeeded(&store, "warehouse.sync").await == 1
+            && succeeded(&store, "warehouse.stock").await == 10
+    })
+    .await;
+    let accepted = t.accepted.lock().unwrap().clone();
+    let first = accepted.iter().map(|a| a.1).min().unwrap();
+    assert!(
+        first.duration_since(refused) >= Duration::from_millis(900),
+        "the other kind's first delivery came {:?} after the host's 429",
+        first.duration_since(refused)
+    );
     stop.send(()).unwrap();
     handle.await.unwrap();
 }

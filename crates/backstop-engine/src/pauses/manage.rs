@@ -159,7 +159,15 @@ impl Engine {
         let store = &self.ctx.store;
         let all = store.pauses(PausesParams::default()).await?;
         let now = self.ctx.clock.now();
-        let rows: Vec<PauseRecord> = all.iter().filter(|r| r.scope == scope).cloned().collect();
+        // Its own rows and its host's (a `Retry-After` pauses every kind on the host).
+        let rows: Vec<PauseRecord> = match self.ctx.kinds.get(kind) {
+            Some(k) => all
+                .iter()
+                .filter(|r| k.gate.governed_by(&r.scope))
+                .cloned()
+                .collect(),
+            None => all.iter().filter(|r| r.scope == scope).cloned().collect(),
+        };
         watch::apply(&self.ctx.kinds, all, now);
         let history = store
             .pause_history(PauseHistoryParams {

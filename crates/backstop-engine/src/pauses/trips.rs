@@ -67,8 +67,9 @@ impl Trips {
         (!notes.is_empty()).then(|| notes.join("; "))
     }
 
-    /// A 429 or 503 with `Retry-After` pauses the whole kind until then (bounded by the
-    /// kind's retry cap, as the task's own retry is).
+    /// A 429 or 503 with `Retry-After` pauses the whole target host until then (bounded by the
+    /// kind's retry cap, as the task's own retry is): every kind posting to it, on every
+    /// process. A kind without a host (none of its own) pauses alone.
     fn asked_to_wait(
         &self,
         kind: &Kind,
@@ -90,27 +91,44 @@ impl Trips {
         }
         let wait = cfg.retry.bounded(*after);
         let now = self.clock.now();
+        let (scope, from) = match &kind.gate.host_scope {
+            Some(host) => (
+                host.clone(),
+                format!(" from host {}", host.trim_start_matches("host:")),
+            ),
+            None => (kind.gate.scope.clone(), String::new()),
+        };
         let record = PauseRecord {
-            scope: kind.gate.scope.clone(),
+            scope,
             cause: PauseCause::RetryAfter,
-            reason: format!("HTTP {status} with Retry-After: {}", format_duration(wait)),
+            reason: format!(
+                "HTTP {status} with Retry-After: {}{from}",
+                format_duration(wait)
+            ),
             until: Some(add(now, wait)),
             trips: 0,
             by: self.owner.to_string(),
             since: now,
         };
-        // Closed here at once, so that this slot's hand-off starts nothing before the watch
-        // reads the row back.
-        kind.gate.force(Gate::Closed {
+        // Closed here at once, so that no hand-off of this process starts anything before the
+        // watch reads the row back; the kind and every other kind here on the same host.
+        let closed = Gate::Closed {
             cause: PauseCause::RetryAfter,
             reason: record.reason.clone(),
             until: record.until,
             by: record.by.clone(),
             since: now,
-        });
+        };
+        kind.gate.force(closed.clone());
+        for other in self.kinds.all() {
+            if other.gate.governed_by(&record.scope) {
+                other.gate.force(closed.clone());
+            }
+        }
+        let what = if from.is_empty() { "kind" } else { "host" };
         self.write(kind, record, None);
         Some(format!(
-            "the target asked to wait {}: the kind is paused until then",
+            "the target asked to wait {}: the {what} is paused until then",
             format_duration(wait)
         ))
     }

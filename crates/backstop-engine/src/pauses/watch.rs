@@ -58,7 +58,16 @@ pub(crate) fn apply(kinds: &Kinds, rows: Vec<PauseRecord>, now: jiff::Timestamp)
     }
     let none = Vec::new();
     for kind in kinds.all() {
-        let rows = by_scope.get(&kind.gate.scope).unwrap_or(&none);
+        let own = by_scope.get(&kind.gate.scope).unwrap_or(&none);
+        let host = kind.gate.host_scope.as_ref().and_then(|s| by_scope.get(s));
+        let joined: Vec<PauseRecord>;
+        let rows = match host {
+            Some(h) => {
+                joined = own.iter().chain(h).cloned().collect();
+                &joined
+            }
+            None => own,
+        };
         let Some(old) = kind.gate.set(rows, now) else {
             continue;
         };
