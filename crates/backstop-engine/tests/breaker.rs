@@ -1,6 +1,6 @@
 //! Backing off a sick downstream: a real HTTP target on loopback that goes down returns a
 //! bounded number of requests (a trip, then probes), not a storm of retries; when it recovers
-//! everything arrives and the alerts say so once. A `Retry-After` pauses the whole kind; a
+//! everything arrives and the alerts say so once. A `Retry-After` pauses the whole kind (and its host); a
 //! pause by hand, made from another engine on the same ledger, holds every task until resumed.
 
 use axum::Router;
