@@ -59,8 +59,8 @@ pub struct KindConfig {
     pub ordering: Option<crate::group::Ordering>,
     /// The circuit breaker ([`crate::breaker`]): `None` never trips.
     pub breaker: Option<crate::breaker::BreakerConfig>,
-    /// A 429 or 503 with `Retry-After` pauses the whole target host (every push kind on it) until then, not only the task
-    /// that got it (on by default).
+    /// A 429 or 503 with `Retry-After` pauses the whole target host (every push kind on it)
+    /// until then, not only the task that got it (on by default).
     pub pause_on_retry_after: bool,
     /// The guarded entity whose state says whether a task still makes sense
     /// ([`crate::requires`]).
