@@ -107,6 +107,7 @@ impl Completer {
                 let p = CompleteParams {
                     completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
                     starts: start_params(&self.owner, &starts, now),
+                    claims: Vec::new(),
                     now,
                 };
                 match self.store.complete(p).await {

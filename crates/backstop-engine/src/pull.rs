@@ -250,6 +250,7 @@ impl Engine {
                 .complete(CompleteParams {
                     starts: None,
                     completions: refused_now,
+                    claims: Vec::new(),
                     now,
                 })
                 .await?;
@@ -398,6 +399,7 @@ impl Engine {
                     ended_at: now,
                     worker: t.owner,
                 }],
+                claims: Vec::new(),
                 now,
             })
             .await?;

@@ -106,6 +106,7 @@ async fn main() {
         s.complete(CompleteParams {
             completions,
             starts: None,
+            claims: Vec::new(),
             now,
         })
         .await

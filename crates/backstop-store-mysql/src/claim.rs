@@ -58,6 +58,23 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
     transaction!(db, Retry::Locks, |conn| lease(db, conn, p).await)
 }
 
+/// Claims per `p` in the open transaction on `conn` (a completion's, after its outcomes);
+/// `began` is when the caller began, as a limited claim's rate counts it.
+pub(crate) async fn claim_in(
+    db: &Db,
+    conn: &mut MySqlConnection,
+    p: &ClaimParams,
+    began: std::time::Instant,
+) -> Result<Vec<ClaimedTask>, Fail> {
+    if p.limit == 0 {
+        return Ok(Vec::new());
+    }
+    match &p.per_key {
+        Some(limit) => crate::claim_limited::lease(db, conn, p, limit, began).await,
+        None => lease(db, conn, p).await,
+    }
+}
+
 async fn lease(
     db: &Db,
     conn: &mut MySqlConnection,

@@ -65,26 +65,36 @@ const STALE_ROW: &str = "(?, 'stale_completion', ?, ?, ?, ?, ?, ?)";
 
 pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResult, StoreError> {
     let starts = p.starts.as_ref().filter(|s| !s.tasks.is_empty());
-    if p.completions.is_empty() && starts.is_none() {
+    if p.completions.is_empty() && starts.is_none() && p.claims.is_empty() {
         return Ok(CompleteResult::default());
     }
+    let began = std::time::Instant::now();
     let now = to_ms(p.now);
     // The starts lock their rows after the completions' (a deadlock with a heartbeat that
     // locks both at once is detected at once by InnoDB, and `Retry::Locks` runs it again).
     let mut groups = GroupLocks::default();
-    let (stale, not_started) = transaction!(db, Retry::Locks, |conn| {
+    let (stale, not_started, claimed) = transaction!(db, Retry::Locks, |conn| {
         groups.begin(db, conn).await?;
         let stale = apply_all(db, conn, &p.completions, now, &mut groups).await?;
         let not_started = match starts {
             Some(s) => start::start_all(db, conn, s).await?,
             None => Vec::new(),
         };
-        Ok((stale, not_started))
+        // After the completions: the slots they freed are free to these claims.
+        let mut claimed = Vec::with_capacity(p.claims.len());
+        for c in &p.claims {
+            claimed.push(crate::claim::claim_in(db, conn, c, began).await?);
+        }
+        Ok((stale, not_started, claimed))
     })?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
-    Ok(CompleteResult { stale, not_started })
+    Ok(CompleteResult {
+        stale,
+        not_started,
+        claimed,
+    })
 }
 
 /// A completion whose lease still holds: its row and attempt number.

@@ -78,6 +78,7 @@ async fn drain(store: MysqlStore, worker: String, batch: usize) -> Vec<TaskId> {
             .complete(CompleteParams {
                 starts: None,
                 completions: done,
+                claims: Vec::new(),
                 now,
             })
             .await

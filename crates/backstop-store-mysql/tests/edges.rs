@@ -209,6 +209,7 @@ async fn one_batch_mixes_finishes_retries_and_stale_completions() {
                 twice.clone(),
                 wrong_epoch.clone(),
             ],
+            claims: Vec::new(),
             now: now + jiff::SignedDuration::from_secs(1),
         })
         .await

@@ -187,6 +187,7 @@ async fn work(
             .complete(CompleteParams {
                 completions: done,
                 starts: None,
+                claims: Vec::new(),
                 now,
             })
             .await

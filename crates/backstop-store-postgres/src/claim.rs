@@ -21,6 +21,7 @@ use crate::{Db, db_err};
 use backstop_core::StoreError;
 use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask};
+use sqlx::PgConnection;
 
 /// `$1` kind, `$2` now, `$3` owner, `$4` lease end, `$5` limit, `$6` the kind's attempt budget
 /// (for tasks stored without one: max_attempts 0), `$7` how many start (oldest `run_at`
@@ -66,6 +67,32 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
     if let Some(limit) = &p.per_key {
         return crate::claim_limited::claim(db, p, limit).await;
     }
+    let mut conn = db.pool.acquire().await.map_err(db_err)?;
+    unlimited(db, &mut conn, p).await
+}
+
+/// Claims per `p` in the open transaction `tx` (a completion's, after its outcomes).
+pub(crate) async fn claim_in(
+    db: &Db,
+    tx: &mut PgConnection,
+    p: &ClaimParams,
+    began: std::time::Instant,
+) -> Result<Vec<ClaimedTask>, StoreError> {
+    if p.limit == 0 {
+        return Ok(Vec::new());
+    }
+    match &p.per_key {
+        Some(limit) => crate::claim_limited::claim_in(db, tx, p, limit, began).await,
+        None => unlimited(db, tx, p).await,
+    }
+}
+
+/// A claim of a kind without limits per key: one statement.
+async fn unlimited(
+    db: &Db,
+    conn: &mut PgConnection,
+    p: &ClaimParams,
+) -> Result<Vec<ClaimedTask>, StoreError> {
     let rows = sqlx::query(db.schema.sql(CLAIM))
         .bind(&p.kind)
         .bind(Time(p.now))
@@ -75,7 +102,7 @@ pub(crate) async fn claim(db: &Db, p: &ClaimParams) -> Result<Vec<ClaimedTask>, 
         .bind(i64::from(p.max_attempts))
         .bind(i64::try_from(p.start).unwrap_or(i64::MAX))
         .bind(p.on_group_failure == OnFailure::Skip)
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *conn)
         .await
         .map_err(db_err)?;
     claimed_rows(&rows, p)

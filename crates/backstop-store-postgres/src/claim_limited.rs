@@ -18,8 +18,8 @@ use backstop_core::limit::{
 };
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use jiff::Timestamp;
-use sqlx::Row;
 use sqlx::postgres::PgBindIterExt;
+use sqlx::{PgConnection, Row};
 
 /// `$1` the schema, `$2` the kind.
 const LOCK: &str =
@@ -112,12 +112,30 @@ pub(crate) async fn claim(
     p: &ClaimParams,
     limit: &PerKey,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
-    let mut want = p.limit.min(p.start);
-    if want == 0 {
+    if p.limit.min(p.start) == 0 {
         return Ok(Vec::new());
     }
     let began = std::time::Instant::now();
     let mut tx = db.pool.begin().await.map_err(db_err)?;
+    let claimed = claim_in(db, &mut tx, p, limit, began).await?;
+    tx.commit().await.map_err(db_err)?;
+    Ok(claimed)
+}
+
+/// The same claim in the open transaction `tx` (its own, or a completion's after its
+/// outcomes); `began` is when the caller began, as the rate counts it. The kind's lock is held
+/// until `tx` ends.
+pub(crate) async fn claim_in(
+    db: &Db,
+    tx: &mut PgConnection,
+    p: &ClaimParams,
+    limit: &PerKey,
+    began: std::time::Instant,
+) -> Result<Vec<ClaimedTask>, StoreError> {
+    let mut want = p.limit.min(p.start);
+    if want == 0 {
+        return Ok(Vec::new());
+    }
     sqlx::query(LOCK)
         .bind(db.schema.name())
         .bind(&p.kind)
@@ -268,7 +286,6 @@ pub(crate) async fn claim(
             .await
             .map_err(db_err)?;
     }
-    tx.commit().await.map_err(db_err)?;
     claimed_rows(&rows, p)
 }
 

@@ -122,9 +122,10 @@ SELECT 1 FROM {schema}.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE";
 
 pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResult, StoreError> {
     let starts = p.starts.as_ref().filter(|s| !s.tasks.is_empty());
-    if p.completions.is_empty() && starts.is_none() {
+    if p.completions.is_empty() && starts.is_none() && p.claims.is_empty() {
         return Ok(CompleteResult::default());
     }
+    let began = std::time::Instant::now();
     let mut tx = db.pool.begin().await.map_err(db_err)?;
     if let Some(s) = starts
         && !p.completions.is_empty()
@@ -142,11 +143,20 @@ pub(crate) async fn complete(db: &Db, p: &CompleteParams) -> Result<CompleteResu
         Some(s) => start::apply(db, &mut tx, s).await?,
         None => Vec::new(),
     };
+    // After the completions: the slots they freed are free to these claims.
+    let mut claimed = Vec::with_capacity(p.claims.len());
+    for c in &p.claims {
+        claimed.push(crate::claim::claim_in(db, &mut tx, c, began).await?);
+    }
     tx.commit().await.map_err(db_err)?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
-    Ok(CompleteResult { stale, not_started })
+    Ok(CompleteResult {
+        stale,
+        not_started,
+        claimed,
+    })
 }
 
 /// Applies the completions of `p`; returns the stale ones, recorded on their timelines.

@@ -91,6 +91,7 @@ async fn main() {
         s.complete(CompleteParams {
             completions,
             starts: None,
+            claims: Vec::new(),
             now,
         })
         .await

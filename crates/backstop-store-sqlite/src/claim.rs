@@ -74,7 +74,9 @@ pub(crate) async fn claim(
     raw::write(conn, |db| lease(db, p, began)).await
 }
 
-fn lease(
+/// Claims per `p` in the writer's open transaction (a claim of its own, or one made in a
+/// completion's, after its outcomes).
+pub(crate) fn lease(
     db: &Db<'_>,
     p: &ClaimParams,
     began: std::time::Instant,

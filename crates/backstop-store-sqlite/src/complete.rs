@@ -48,28 +48,41 @@ const RECORD_STALE: &str = "
 INSERT INTO backstop_events (task_id, type, at, attempt, outcome, error, http_status, worker)
 VALUES (?1, 'stale_completion', ?11, ?13, ?6, ?4, ?7, ?10)";
 
+/// Writes `p` in one transaction: the completions, the starts of held tasks, then the
+/// limited claims (`began`: when the writer was asked for, as a claim's rate counts it).
 pub(crate) async fn complete(
     conn: &mut SqliteConnection,
     p: &CompleteParams,
+    began: std::time::Instant,
 ) -> Result<CompleteResult, StoreError> {
     let starts = p.starts.as_ref().filter(|s| !s.tasks.is_empty());
-    if p.completions.is_empty() && starts.is_none() {
+    if p.completions.is_empty() && starts.is_none() && p.claims.is_empty() {
         return Ok(CompleteResult::default());
     }
     let now = to_ms(p.now);
-    let (stale, not_started) = raw::write(conn, |db| {
+    let (stale, not_started, claimed) = raw::write(conn, |db| {
         let stale = apply(db, &p.completions, now)?;
         let not_started = match starts {
             Some(s) => start::apply(db, s)?,
             None => Vec::new(),
         };
-        Ok((stale, not_started))
+        // After the completions: the slots they freed are free to these claims.
+        let claimed = p
+            .claims
+            .iter()
+            .map(|c| crate::claim::lease(db, c, began))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((stale, not_started, claimed))
     })
     .await?;
     if !stale.is_empty() {
         tracing::warn!(count = stale.len(), "rejected stale completions");
     }
-    Ok(CompleteResult { stale, not_started })
+    Ok(CompleteResult {
+        stale,
+        not_started,
+        claimed,
+    })
 }
 
 fn apply(db: &Db<'_>, completions: &[Completion], now: i64) -> Result<Vec<LeaseRef>, StoreError> {

@@ -66,8 +66,9 @@ impl Leases for SqliteStore {
 
     fn complete(&self, p: CompleteParams) -> BoxFuture<'_, Result<CompleteResult, StoreError>> {
         Box::pin(async move {
+            let began = std::time::Instant::now();
             let mut w = self.inner.lock_writer().await?;
-            crate::complete::complete(&mut w, &p).await
+            crate::complete::complete(&mut w, &p, began).await
         })
     }
 

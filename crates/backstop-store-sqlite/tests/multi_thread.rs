@@ -91,6 +91,7 @@ async fn concurrent_batches_on_a_multi_thread_runtime() {
                         .complete(CompleteParams {
                             starts: None,
                             completions: done,
+                            claims: Vec::new(),
                             now,
                         })
                         .await

@@ -106,6 +106,7 @@ pub async fn complete(
         .complete(CompleteParams {
             completions,
             starts: None,
+            claims: Vec::new(),
             now,
         })
         .await

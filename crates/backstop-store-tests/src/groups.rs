@@ -532,6 +532,7 @@ pub async fn enqueues_and_completions_across_many_groups_never_deadlock(store: S
                 .complete(CompleteParams {
                     completions,
                     starts: None,
+                    claims: Vec::new(),
                     now: at(now),
                 })
                 .await

@@ -56,6 +56,7 @@ pub async fn start(
         .complete(CompleteParams {
             completions: Vec::new(),
             starts: Some(starts(owner, held, now, 30)),
+            claims: Vec::new(),
             now,
         })
         .await
@@ -316,6 +317,7 @@ pub async fn outcomes_and_starts_are_written_together(store: S) {
         .complete(CompleteParams {
             completions: vec![done],
             starts: Some(p),
+            claims: Vec::new(),
             now: at(7),
         })
         .await
@@ -354,6 +356,7 @@ pub async fn outcomes_and_starts_are_written_together(store: S) {
         .complete(CompleteParams {
             completions: vec![stale.clone()],
             starts: Some(starts("w1", &[&held], at(9), 30)),
+            claims: Vec::new(),
             now: at(9),
         })
         .await

@@ -163,6 +163,7 @@ macro_rules! conformance_suite {
             limit_overrides_round_trip_with_their_history,
             a_claim_follows_a_keys_override,
             random_interleavings_never_run_more_than_max_of_a_key,
+            a_claim_in_a_completion_takes_the_slot_it_frees,
             a_host_limit_counts_every_kind_on_the_host,
             concurrent_host_claims_never_exceed_the_max
         );

@@ -730,3 +730,78 @@ pub async fn random_interleavings_never_run_more_than_max_of_a_key(store: S) {
         );
     }
 }
+
+/// The claim params a completion carries for the slots it frees: up to `n` of `k`, at most
+/// `max` running per tenant.
+fn riding_claim(owner: &str, n: usize, now: Timestamp, max: u32) -> ClaimParams {
+    ClaimParams {
+        kind: "k".into(),
+        limit: n,
+        start: n,
+        owner: owner.into(),
+        now,
+        lease_until: now + SignedDuration::from_secs(30),
+        max_attempts: 3,
+        on_group_failure: Default::default(),
+        per_key: Some(per_tenant(max)),
+    }
+}
+
+pub async fn a_claim_in_a_completion_takes_the_slot_it_frees(store: S) {
+    let mut tasks = Vec::new();
+    for (i, tenant) in ["a", "a", "b", "b"].iter().enumerate() {
+        let mut t = of(&format!("t{i}"), Some(tenant));
+        t.run_at = at(i as i64);
+        tasks.push(t);
+    }
+    enqueue_all(&*store, tasks).await;
+    let first = claim_limited(&*store, "w1", 10, at(5), 1).await;
+    assert_eq!(keys(&first), ["t0", "t2"]);
+    // A stale completion frees nothing: its claim finds every key full.
+    let mut stale = completion(
+        &first[0],
+        Status::Succeeded,
+        AttemptOutcome::Succeeded,
+        at(6),
+    );
+    stale.lease.epoch += 7;
+    let r = store
+        .complete(CompleteParams {
+            completions: vec![stale],
+            starts: None,
+            claims: vec![riding_claim("w1", 5, at(6), 1)],
+            now: at(6),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.stale.len(), 1);
+    assert_eq!(r.claimed.len(), 1);
+    assert!(r.claimed[0].is_empty(), "{:?}", keys(&r.claimed[0]));
+    // t0 ends: in the same transaction, its claim takes a's free slot, and only that.
+    let r = store
+        .complete(CompleteParams {
+            completions: vec![completion(
+                &first[0],
+                Status::Succeeded,
+                AttemptOutcome::Succeeded,
+                at(7),
+            )],
+            starts: None,
+            claims: vec![riding_claim("w1", 5, at(7), 1)],
+            now: at(7),
+        })
+        .await
+        .unwrap();
+    assert!(r.stale.is_empty());
+    assert_eq!(keys(&r.claimed[0]), ["t1"]);
+    assert!(r.claimed[0][0].started && r.claimed[0][0].attempt == 1);
+    let counts = store.counts(CountsParams::default()).await.unwrap();
+    assert_eq!(
+        (counts.running, counts.succeeded, counts.pending),
+        (2, 1, 1)
+    );
+    assert!(
+        claim_limited(&*store, "w2", 10, at(8), 1).await.is_empty(),
+        "both keys full again: t1 is counted"
+    );
+}

@@ -95,6 +95,7 @@ async fn claim_and_succeed(store: &Arc<dyn Store>, limit: usize, now: jiff::Time
         .complete(CompleteParams {
             completions,
             starts: None,
+            claims: Vec::new(),
             now,
         })
         .await

@@ -39,7 +39,7 @@ pub struct ClaimParams {
 }
 
 /// A leased task: what a handler needs, and the fence for its completion.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedTask {
     /// The task's id.
     pub id: TaskId,
@@ -121,6 +121,10 @@ pub struct CompleteParams {
     pub completions: Vec<Completion>,
     /// Held tasks whose attempts start in this transaction; `None` when there are none.
     pub starts: Option<StartParams>,
+    /// Claims of kinds limited per key ([`ClaimParams::per_key`]) made in this transaction
+    /// after the completions: a limited kind holds nothing ahead, so the slots its ended
+    /// attempts free are refilled by a claim that counts them freed, in the same commit.
+    pub claims: Vec<ClaimParams>,
     /// The caller's clock.
     pub now: Timestamp,
 }
@@ -134,6 +138,8 @@ pub struct CompleteResult {
     /// Starts refused because the task was no longer held (its hold lapsed and someone else
     /// claimed it, or it was canceled or expired): don't run those.
     pub not_started: Vec<LeaseRef>,
+    /// What each of `claims` claimed (and started), in order.
+    pub claimed: Vec<Vec<ClaimedTask>>,
 }
 
 /// One held task to start: its lease, the `run_at` it had when it was claimed (a hold moved

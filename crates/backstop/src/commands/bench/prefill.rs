@@ -108,6 +108,7 @@ pub(super) async fn prefill(store: &Arc<dyn Store>, n: usize) -> Result<Duration
                         .complete(CompleteParams {
                             completions,
                             starts: None,
+                            claims: Vec::new(),
                             now: ended,
                         })
                         .await?;
