@@ -84,6 +84,12 @@ impl KindConfig {
             .unwrap_or_default()
     }
 
+    /// Whether it has a limit per key or per host: its claims count and start, holding
+    /// nothing ahead.
+    pub fn limited(&self) -> bool {
+        self.concurrency_limit.is_some() || self.rate_limit.is_some() || self.host_limit.is_some()
+    }
+
     /// What a claim of this kind is told of its limit per key.
     pub fn per_key(&self) -> Option<crate::limit::PerKey> {
         if self.concurrency_limit.is_none()

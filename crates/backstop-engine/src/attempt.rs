@@ -8,11 +8,11 @@
 //! a slot idle until it lands) cut push delivery to 0.20× its raw ceiling, from 0.49×.
 
 use crate::checkpoint::AttemptControl;
-use crate::completer::{DeadLetter, Finished, HeldStart, StartRequest, Write};
+use crate::completer::{ClaimRequest, DeadLetter, Finished, HeldStart, StartRequest, Write};
 use crate::context::{AlertHub, Kind};
 use crate::executor::Executor;
 use crate::held::Held;
-use crate::inflight::InFlight;
+use crate::inflight::{InFlight, Running};
 use crate::pauses::trips::Trips;
 use backstop_core::decide::{decide, expired};
 use backstop_core::store::{Checkpointed, Checkpoints, Entities, Leases, SuspendParams};
@@ -200,15 +200,31 @@ async fn suspend(slot: &Slot, lease: LeaseRef, attempt: u32, started_at: Timesta
     }
 }
 
+/// Registers a claimed task, so the heartbeat keeps its lease while it waits and runs.
+pub(crate) fn track(slot: &Slot, t: &ClaimedTask, claimed: Instant) {
+    slot.inflight.insert(
+        lease_of(t),
+        Running {
+            since: claimed,
+            lease: slot.kind.config.lease,
+            abort: None,
+        },
+    );
+}
+
 /// Sends the outcome, with the start of the next held task when there is one, and runs that
 /// task in this slot once its start is written. The slot is freed when nothing is held, when
-/// the next task was no longer held, or when its start was never written.
+/// the next task was no longer held, or when its start was never written. A limited kind
+/// holds nothing: its outcome goes with a claim for the slot instead ([`ClaimRequest`]).
 async fn hand_off(
     slot: Slot,
     lease: LeaseRef,
     finished: Option<Finished>,
     permit: OwnedSemaphorePermit,
 ) {
+    if slot.kind.config.limited() && finished.is_some() {
+        return hand_off_claimed(slot, lease, finished, permit).await;
+    }
     // A paused kind starts nothing; a probing one starts its probes one at a time, from
     // the dispatcher.
     let next = if slot.kind.gate.is_open() {
@@ -227,6 +243,7 @@ async fn hand_off(
     let write = Write {
         outcome: finished,
         start,
+        claim: None,
     };
     if slot.done.send(write).await.is_err() {
         tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
@@ -237,6 +254,41 @@ async fn hand_off(
     };
     let n = run_answered(&slot, vec![(next, permit)], answered.await.ok());
     slot.held.started(n);
+}
+
+/// A limited kind's hand-off: the outcome goes with a claim for this slot, and the task it
+/// claims runs here once the write is durable; the slot is freed when it claims nothing.
+async fn hand_off_claimed(
+    slot: Slot,
+    lease: LeaseRef,
+    finished: Option<Finished>,
+    permit: OwnedSemaphorePermit,
+) {
+    // A paused or probing kind claims from the dispatcher only.
+    let (claim, answered) = if slot.kind.gate.is_open() {
+        let (answer, answered) = oneshot::channel();
+        let claim = ClaimRequest {
+            kind: slot.kind.clone(),
+            answer,
+        };
+        (Some(claim), Some(answered))
+    } else {
+        (None, None)
+    };
+    let write = Write {
+        outcome: finished,
+        start: None,
+        claim,
+    };
+    if slot.done.send(write).await.is_err() {
+        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
+    }
+    slot.inflight.remove(&lease);
+    let Some(answered) = answered else { return };
+    if let Ok(Some(next)) = answered.await {
+        track(&slot, &next, Instant::now());
+        spawn(slot, next, permit);
+    }
 }
 
 /// Runs the attempts of held tasks whose start the completer answered (`lost`: the leases no

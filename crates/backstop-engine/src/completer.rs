@@ -14,7 +14,8 @@ use crate::options::EngineOptions;
 use backstop_core::Clock;
 use backstop_core::clock::add;
 use backstop_core::store::Leases;
-use backstop_core::store::{CompleteParams, Completion, LeaseRef, StartParams, StartTask};
+use backstop_core::store::{ClaimParams, ClaimedTask, CompleteParams, Completion, LeaseRef};
+use backstop_core::store::{StartParams, StartTask};
 use jiff::Timestamp;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,10 +23,24 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// What the completer writes: an attempt's outcome, held tasks to start, or both (an
-/// attempt handing its slot to the next held task: both land in one write).
+/// attempt handing its slot to the next held task: both land in one write); or, for a kind
+/// limited per key, an outcome with a claim for the slot it frees.
 pub(crate) struct Write {
     pub(crate) outcome: Option<Finished>,
     pub(crate) start: Option<StartRequest>,
+    pub(crate) claim: Option<ClaimRequest>,
+}
+
+/// A limited kind's ended attempt asks for the next task for its slot. A limited kind holds
+/// nothing ahead (a held task would start without its key counted), so instead the write of
+/// its outcomes claims in the same transaction, after them: the claim counts the slots they
+/// freed, and refilling a slot costs no commit of its own. The requests of one kind in a
+/// write make one claim.
+pub(crate) struct ClaimRequest {
+    pub(crate) kind: Arc<Kind>,
+    /// The task claimed (and started) for the slot; `None` when nothing could start, or
+    /// dropped when the write never landed.
+    pub(crate) answer: oneshot::Sender<Option<ClaimedTask>>,
 }
 
 /// Held tasks a dispatcher gave slots to. The answer is the leases no longer held (don't run
@@ -96,18 +111,28 @@ impl Completer {
         let mut buf = Vec::with_capacity(batch);
         let mut outcomes: Vec<Finished> = Vec::with_capacity(batch);
         let mut starts: Vec<StartRequest> = Vec::new();
+        let mut claims: Vec<ClaimRequest> = Vec::new();
         while rx.recv_many(&mut buf, batch).await > 0 {
             for w in buf.drain(..) {
                 outcomes.extend(w.outcome);
                 starts.extend(w.start);
+                claims.extend(w.claim);
+            }
+            if *stop.borrow() {
+                // Shutting down: nothing new starts; the slots go free.
+                claims.clear();
             }
             let mut wait = Duration::from_millis(50);
             loop {
                 let now = self.clock.now();
+                let by_kind = claims_by_kind(&claims);
                 let p = CompleteParams {
                     completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
                     starts: start_params(&self.owner, &starts, now),
-                    claims: Vec::new(),
+                    claims: by_kind
+                        .iter()
+                        .map(|(k, n)| claim_params(&self.owner, k, *n, now))
+                        .collect(),
                     now,
                 };
                 match self.store.complete(p).await {
@@ -117,7 +142,12 @@ impl Completer {
                             tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                         }
                         announce(&self.alerts, &outcomes, &r.stale);
+                        let short = answer_claims(std::mem::take(&mut claims), r.claimed);
                         for k in outcomes.iter().filter_map(|f| f.frees.as_ref()) {
+                            if k.config.limited() && !short.contains(k.config.name.as_str()) {
+                                // Every freed slot of the kind was refilled in this write.
+                                continue;
+                            }
                             match &k.config.host_limit {
                                 // The freed slot is the host's: any of its kinds may take it.
                                 Some(host) => self.kinds.wake(&host.kinds),
@@ -135,6 +165,7 @@ impl Completer {
                                 tracing::error!(error = %e, count = outcomes.len(), "shutting down with outcomes unwritten; their leases will expire and the tasks will be rescued");
                                 // Unanswered: the dispatchers do not run what may not have started.
                                 starts.clear();
+                                claims.clear();
                                 break;
                             }
                         }
@@ -168,6 +199,56 @@ fn start_params(owner: &str, starts: &[StartRequest], now: Timestamp) -> Option<
             .collect(),
         now,
     })
+}
+
+/// The kinds asking for tasks in one write, each once, with how many slots they ask for.
+fn claims_by_kind(claims: &[ClaimRequest]) -> Vec<(Arc<Kind>, usize)> {
+    let mut by_kind: Vec<(Arc<Kind>, usize)> = Vec::new();
+    for c in claims {
+        match by_kind.iter_mut().find(|(k, _)| Arc::ptr_eq(k, &c.kind)) {
+            Some((_, n)) => *n += 1,
+            None => by_kind.push((c.kind.clone(), 1)),
+        }
+    }
+    by_kind
+}
+
+/// One limited kind's claim for `n` slots, its leases measured from the write's `now`.
+fn claim_params(owner: &str, kind: &Kind, n: usize, now: Timestamp) -> ClaimParams {
+    let cfg = &kind.config;
+    ClaimParams {
+        kind: cfg.name.clone(),
+        limit: n,
+        start: n,
+        owner: owner.to_owned(),
+        now,
+        lease_until: add(now, cfg.lease),
+        max_attempts: cfg.max_attempts,
+        on_group_failure: cfg.on_group_failure(),
+        per_key: cfg.per_key(),
+    }
+}
+
+/// Gives each slot that asked a task its kind's claim took, in the order they asked; returns
+/// the kinds with a slot left without one.
+fn answer_claims(claims: Vec<ClaimRequest>, claimed: Vec<Vec<ClaimedTask>>) -> HashSet<String> {
+    let by_kind = claims_by_kind(&claims);
+    let mut got: Vec<std::vec::IntoIter<ClaimedTask>> =
+        claimed.into_iter().map(Vec::into_iter).collect();
+    let mut short = HashSet::new();
+    for c in claims {
+        let i = by_kind
+            .iter()
+            .position(|(k, _)| Arc::ptr_eq(k, &c.kind))
+            .expect("every request's kind is listed");
+        let task = got.get_mut(i).and_then(Iterator::next);
+        if task.is_none() {
+            short.insert(c.kind.config.name.clone());
+        }
+        // A slot that stopped waiting has nothing to run; its task's lease lapses.
+        let _ = c.answer.send(task);
+    }
+    short
 }
 
 /// Tells each dispatcher which of its tasks were no longer held.
@@ -273,6 +354,7 @@ mod tests {
         let run = tokio::spawn(completer.run(rx, stop));
         let (answer, answered) = oneshot::channel();
         let write = Write {
+            claim: None,
             outcome: Some(Finished {
                 completion: Completion {
                     lease: lease(running),
@@ -317,5 +399,112 @@ mod tests {
         let started = store.get(GetParams { id: held.id }).await.unwrap().unwrap();
         assert_eq!(started.status, Status::Running);
         assert_eq!(started.attempts, 1);
+    }
+
+    /// A limited kind's ended attempt gets the next task for its slot from the write of its
+    /// outcome: the claim in that transaction counts the slot freed, and takes the next task of
+    /// the key whose slot it was, the other key being full.
+    #[tokio::test]
+    async fn a_limited_kinds_outcome_claims_the_next_task_for_its_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db").display().to_string();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let now = clock.now();
+        let tasks = ["a", "b", "a"]
+            .iter()
+            .enumerate()
+            .map(|(i, tenant)| NewTask {
+                id: TaskId::new(),
+                kind: "k".into(),
+                key: format!("t{i}"),
+                payload: format!(r#"{{"tenant":"{tenant}"}}"#).into_bytes(),
+                max_attempts: 3,
+                run_at: add(now, Duration::from_millis(i as u64)) - Duration::from_secs(1),
+                expires_at: None,
+                traceparent: None,
+                intake: Default::default(),
+                origin: None,
+                group: None,
+            })
+            .collect();
+        store.enqueue(EnqueueParams { tasks, now }).await.unwrap();
+        let mut cfg = backstop_core::KindConfig::new("k", backstop_core::Target::InProcess);
+        cfg.concurrency_limit = Some(backstop_core::limit::ConcurrencyLimit {
+            key: "/tenant".into(),
+            max: 1,
+            missing_key: Default::default(),
+        });
+        let kinds = Arc::new(crate::context::Kinds::new(
+            vec![cfg.clone()],
+            &Default::default(),
+        ));
+        let kind = kinds.get("k").unwrap().clone();
+        let claimed = store
+            .claim(ClaimParams {
+                kind: "k".into(),
+                limit: 4,
+                start: 4,
+                owner: "me".into(),
+                now,
+                lease_until: add(now, Duration::from_secs(60)),
+                max_attempts: 3,
+                on_group_failure: Default::default(),
+                per_key: cfg.per_key(),
+            })
+            .await
+            .unwrap();
+        let keys: Vec<&str> = claimed.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["t0", "t1"], "one of each tenant");
+        let completer = Completer {
+            store: store.clone(),
+            clock: clock.clone(),
+            owner: "me".into(),
+            alerts: AlertHub::new(["k"].into_iter()),
+            kinds,
+            batch: 16,
+            grace: Duration::from_secs(1),
+        };
+        let (tx, rx) = mpsc::channel(4);
+        let (_stop, stop) = watch::channel(false);
+        let run = tokio::spawn(completer.run(rx, stop));
+        let (answer, answered) = oneshot::channel();
+        let done = &claimed[0];
+        tx.send(Write {
+            outcome: Some(Finished {
+                completion: Completion {
+                    lease: LeaseRef {
+                        id: done.id,
+                        epoch: done.epoch,
+                    },
+                    attempt: done.attempt,
+                    status: Status::Succeeded,
+                    run_at: None,
+                    last_error: None,
+                    reason: None,
+                    outcome: AttemptOutcome::Succeeded,
+                    http_status: None,
+                    note: None,
+                    started_at: now,
+                    ended_at: now,
+                    worker: "me".into(),
+                },
+                dead_letter: None,
+                frees: Some(kind.clone()),
+            }),
+            start: None,
+            claim: Some(ClaimRequest { kind, answer }),
+        })
+        .await
+        .unwrap();
+        let next = answered.await.unwrap().expect("a task for the slot");
+        assert_eq!(next.key, "t2", "a's next task, b being full");
+        assert!(next.started);
+        drop(tx);
+        run.await.unwrap();
+        let row = store.get(GetParams { id: next.id }).await.unwrap().unwrap();
+        assert_eq!((row.status, row.attempts), (Status::Running, 1));
+        let first = store.get(GetParams { id: done.id }).await.unwrap().unwrap();
+        assert_eq!(first.status, Status::Succeeded);
     }
 }

@@ -8,7 +8,7 @@ use crate::completer::{StartRequest, Write};
 use crate::context::{Context, Kind};
 use crate::executor::Executor;
 use crate::held::Held;
-use crate::inflight::{InFlight, Running};
+use crate::inflight::InFlight;
 use crate::options::EngineOptions;
 use crate::pace::Pace;
 use crate::pauses::probe_lease;
@@ -317,7 +317,7 @@ async fn claimed(
     let at = Instant::now();
     let mut n = 0;
     for t in tasks {
-        waiting_for_slot(slot, &t, at);
+        attempt::track(slot, &t, at);
         if t.started {
             // The claim counted its slot: one is free or about to be.
             let permit = slots.clone().acquire_owned().await.expect("never closed");
@@ -356,6 +356,7 @@ fn start_held(slot: &Slot, slots: &Arc<Semaphore>) -> Option<JoinHandle<Starting
         let write = Write {
             outcome: None,
             start: Some(StartRequest { tasks, answer }),
+            claim: None,
         };
         let lost = match done.send(write).await {
             Ok(()) => answered.await.ok(),
@@ -375,17 +376,4 @@ fn run_started(slot: &Slot, r: Result<Starting, tokio::task::JoinError>) -> usiz
             0
         }
     }
-}
-
-/// Registers a claimed task, so the heartbeat keeps its lease while it waits and runs.
-fn waiting_for_slot(slot: &Slot, t: &ClaimedTask, claimed: Instant) {
-    let kind = &slot.kind;
-    slot.inflight.insert(
-        lease_of(t),
-        Running {
-            since: claimed,
-            lease: kind.config.lease,
-            abort: None,
-        },
-    );
 }
