@@ -16,7 +16,8 @@
 //!   lock on PostgreSQL, a row lock on MySQL/MariaDB, the single writer on SQLite), so two
 //!   claimers cannot both take a key's last slot or its next start.
 //! - **Started, never held.** A limited claim starts every task it takes: a task leased ahead
-//!   would start later without its key being counted again.
+//!   would start later without its key being counted again. Its slots are refilled by claims
+//!   made in the transactions that write its attempts' ends (`CompleteParams::claims`).
 //! - **Fair across keys.** The claim reads due tasks oldest first in windows and skips the tasks
 //!   of a key that is full, reading on (up to [`SCAN_BUDGET`] rows), so a key with a thousand
 //!   queued tasks does not starve keys with ten.
