@@ -222,7 +222,7 @@ async fn hand_off(
     finished: Option<Finished>,
     permit: OwnedSemaphorePermit,
 ) {
-    if slot.kind.config.limited() && finished.is_some() {
+    if slot.kind.config.limited() && finished.is_some() && slot.store.claims_ride_completions() {
         return hand_off_claimed(slot, lease, finished, permit).await;
     }
     // A paused kind starts nothing; a probing one starts its probes one at a time, from

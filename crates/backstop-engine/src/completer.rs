@@ -142,10 +142,10 @@ impl Completer {
                             tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                         }
                         announce(&self.alerts, &outcomes, &r.stale);
-                        let short = answer_claims(std::mem::take(&mut claims), r.claimed);
+                        let filled = answer_claims(std::mem::take(&mut claims), r.claimed);
                         for k in outcomes.iter().filter_map(|f| f.frees.as_ref()) {
-                            if k.config.limited() && !short.contains(k.config.name.as_str()) {
-                                // Every freed slot of the kind was refilled in this write.
+                            if filled.contains(k.config.name.as_str()) {
+                                // Every slot of the kind this write freed, it refilled.
                                 continue;
                             }
                             match &k.config.host_limit {
@@ -230,12 +230,12 @@ fn claim_params(owner: &str, kind: &Kind, n: usize, now: Timestamp) -> ClaimPara
 }
 
 /// Gives each slot that asked a task its kind's claim took, in the order they asked; returns
-/// the kinds with a slot left without one.
+/// the kinds that asked and had every slot filled.
 fn answer_claims(claims: Vec<ClaimRequest>, claimed: Vec<Vec<ClaimedTask>>) -> HashSet<String> {
     let by_kind = claims_by_kind(&claims);
     let mut got: Vec<std::vec::IntoIter<ClaimedTask>> =
         claimed.into_iter().map(Vec::into_iter).collect();
-    let mut short = HashSet::new();
+    let mut filled: HashSet<String> = by_kind.iter().map(|(k, _)| k.config.name.clone()).collect();
     for c in claims {
         let i = by_kind
             .iter()
@@ -243,12 +243,12 @@ fn answer_claims(claims: Vec<ClaimRequest>, claimed: Vec<Vec<ClaimedTask>>) -> H
             .expect("every request's kind is listed");
         let task = got.get_mut(i).and_then(Iterator::next);
         if task.is_none() {
-            short.insert(c.kind.config.name.clone());
+            filled.remove(&c.kind.config.name);
         }
         // A slot that stopped waiting has nothing to run; its task's lease lapses.
         let _ = c.answer.send(task);
     }
-    short
+    filled
 }
 
 /// Tells each dispatcher which of its tasks were no longer held.

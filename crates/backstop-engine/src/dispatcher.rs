@@ -144,6 +144,11 @@ impl Dispatcher {
                 (0, Some(_)) if running == 0 => 1,
                 _ => (cap / 4).max(1),
             };
+            // A limited kind waiting for a quarter of its room: slots free one at a time, with
+            // no held task to hand them to and no claim of its own to wait for, so nothing
+            // else would bring it back here. Each written outcome wakes it (`frees`); the poll
+            // covers a wake that came before its slot was given back.
+            let gathering = per_key.is_some() && !closed && room > 0 && room < worth;
             let may_claim = if closed {
                 false
             } else if probing {
@@ -209,8 +214,8 @@ impl Dispatcher {
                 }
                 // An ending attempt took a held task: there may be room to claim more.
                 _ = held.taken(), if waiting > 0 => {}
-                _ = tokio::time::sleep(idle_wait), if idle && claiming.is_none() => idle = false,
-                _ = kind.wake.notified(), if idle => idle = false,
+                _ = tokio::time::sleep(idle_wait), if (idle || gathering) && claiming.is_none() => idle = false,
+                _ = kind.wake.notified(), if idle || gathering => idle = false,
                 // Paused, resumed, probing: look again.
                 _ = gate.changed() => idle = false,
                 // Probing: the next probe (or the probe lease) in a while.

@@ -85,6 +85,12 @@ impl Leases for SqliteStore {
             release(&mut w, &p).await
         })
     }
+
+    /// The one writer commits every claim of its own: riding a completion's saves the commit
+    /// (measured: a limited drain 0.86 of the unlimited riding, 0.73 not).
+    fn claims_ride_completions(&self) -> bool {
+        true
+    }
 }
 
 async fn heartbeat(

@@ -6,7 +6,7 @@ use backstop_core::store::*;
 use backstop_core::{
     CallbackRecord, Event, ListCallbacksParams, RecordCallbackParams, RecordedCallback, Task,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One `complete` call: how many outcomes it wrote and how many attempts it started.
@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 pub struct Write {
     pub outcomes: usize,
     pub starts: usize,
+    /// Slots its claims asked to fill (a limited kind's outcomes claim in their write).
+    pub claims: usize,
 }
 
 /// Passes every call to `inner` until [`Cut::cut`]; from then on calls never complete.
@@ -22,6 +24,9 @@ pub struct Cut {
     inner: Arc<dyn Store>,
     cut: AtomicBool,
     writes: Mutex<Vec<Write>>,
+    claims: AtomicUsize,
+    /// Says claims do not ride completions, as a server store does.
+    no_riding: AtomicBool,
 }
 
 impl Cut {
@@ -30,10 +35,29 @@ impl Cut {
             inner,
             cut: AtomicBool::new(false),
             writes: Mutex::default(),
+            claims: AtomicUsize::new(0),
+            no_riding: AtomicBool::new(false),
         })
     }
 
+    /// Says, from now on, that claims do not ride completions (as PostgreSQL's store does),
+    /// whatever the inner store says.
+    #[allow(dead_code, reason = "used only by the test binaries that count claims")]
+    pub fn without_riding(&self) {
+        self.no_riding.store(true, Ordering::SeqCst);
+    }
+
+    /// Claims made on their own (not in an outcome's write) so far.
+    #[allow(dead_code, reason = "read only by the test binaries that count claims")]
+    pub fn claims(&self) -> usize {
+        self.claims.load(Ordering::SeqCst)
+    }
+
     /// Cuts the store off: calls made from now on hang.
+    #[allow(
+        dead_code,
+        reason = "used only by the test binaries that cut the store off"
+    )]
     pub fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
     }
@@ -108,6 +132,7 @@ impl Tasks for Cut {
 
 impl Leases for Cut {
     fn claim(&self, p: ClaimParams) -> BoxFuture<'_, Result<Vec<ClaimedTask>, StoreError>> {
+        self.claims.fetch_add(1, Ordering::SeqCst);
         self.gate(self.inner.claim(p))
     }
 
@@ -115,6 +140,7 @@ impl Leases for Cut {
         self.writes.lock().unwrap().push(Write {
             outcomes: p.completions.len(),
             starts: p.starts.as_ref().map_or(0, |s| s.tasks.len()),
+            claims: p.claims.iter().map(|c| c.limit).sum(),
         });
         self.gate(self.inner.complete(p))
     }
@@ -125,6 +151,10 @@ impl Leases for Cut {
 
     fn release(&self, p: ReleaseParams) -> BoxFuture<'_, Result<u64, StoreError>> {
         self.gate(self.inner.release(p))
+    }
+
+    fn claims_ride_completions(&self) -> bool {
+        !self.no_riding.load(Ordering::SeqCst) && self.inner.claims_ride_completions()
     }
 }
 
