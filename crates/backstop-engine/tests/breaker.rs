@@ -126,16 +126,26 @@ fn options() -> EngineOptions {
     }
 }
 
-fn run(
-    store: &Arc<dyn Store>,
-    kind: KindConfig,
-    alerts: Option<AlertOptions>,
-) -> (
+type Running = (
     Engine,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
-) {
-    let mut b = Engine::builder(store.clone()).kind(kind).options(options());
+);
+
+fn run(store: &Arc<dyn Store>, kind: KindConfig, alerts: Option<AlertOptions>) -> Running {
+    run_kinds(store, vec![kind], alerts)
+}
+
+/// An engine running `kinds` on `store` until its sender is used.
+fn run_kinds(
+    store: &Arc<dyn Store>,
+    kinds: Vec<KindConfig>,
+    alerts: Option<AlertOptions>,
+) -> Running {
+    let mut b = Engine::builder(store.clone()).options(options());
+    for kind in kinds {
+        b = b.kind(kind);
+    }
     if let Some(a) = alerts {
         b = b.alerts(a);
     }
@@ -333,20 +343,7 @@ async fn a_retry_after_pauses_every_kind_on_the_host() {
     };
     let mut other = push(&url);
     other.name = "warehouse.stock".into();
-    let engine = Engine::builder(store.clone())
-        .kind(first)
-        .kind(other)
-        .options(options())
-        .build()
-        .unwrap();
-    let e = engine.clone();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let handle = tokio::spawn(async move {
-        e.run(async {
-            let _ = rx.await;
-        })
-        .await
-    });
+    let (engine, stop, handle) = run_kinds(&store, vec![first, other], None);
     engine
         .enqueue_many(vec![req("warehouse.sync", 0)])
         .await

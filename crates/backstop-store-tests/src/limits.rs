@@ -60,6 +60,21 @@ async fn claim_limited(
     claim_under(store, owner, n, now, per_tenant(max)).await
 }
 
+/// A claim of up to `n` tasks of `k` at `now` under `limits`, all started.
+fn limited_claim(owner: &str, n: usize, now: Timestamp, limits: PerKey) -> ClaimParams {
+    ClaimParams {
+        kind: "k".into(),
+        limit: n,
+        start: n,
+        owner: owner.into(),
+        now,
+        lease_until: now + SignedDuration::from_secs(30),
+        max_attempts: 3,
+        on_group_failure: Default::default(),
+        per_key: Some(limits),
+    }
+}
+
 /// Claims (and starts) up to `n` tasks of `k` at `now` under `limits`.
 async fn claim_under(
     store: &dyn Store,
@@ -69,17 +84,7 @@ async fn claim_under(
     limits: PerKey,
 ) -> Vec<ClaimedTask> {
     store
-        .claim(ClaimParams {
-            kind: "k".into(),
-            limit: n,
-            start: n,
-            owner: owner.into(),
-            now,
-            lease_until: now + SignedDuration::from_secs(30),
-            max_attempts: 3,
-            on_group_failure: Default::default(),
-            per_key: Some(limits),
-        })
+        .claim(limited_claim(owner, n, now, limits))
         .await
         .expect("limited claim")
 }
@@ -731,20 +736,10 @@ pub async fn random_interleavings_never_run_more_than_max_of_a_key(store: S) {
     }
 }
 
-/// The claim params a completion carries for the slots it frees: up to `n` of `k`, at most
-/// `max` running per tenant.
+/// The claim a completion carries for the slots it frees: up to `n` of `k`, at most `max`
+/// running per tenant.
 fn riding_claim(owner: &str, n: usize, now: Timestamp, max: u32) -> ClaimParams {
-    ClaimParams {
-        kind: "k".into(),
-        limit: n,
-        start: n,
-        owner: owner.into(),
-        now,
-        lease_until: now + SignedDuration::from_secs(30),
-        max_attempts: 3,
-        on_group_failure: Default::default(),
-        per_key: Some(per_tenant(max)),
-    }
+    limited_claim(owner, n, now, per_tenant(max))
 }
 
 pub async fn a_claim_in_a_completion_takes_the_slot_it_frees(store: S) {
