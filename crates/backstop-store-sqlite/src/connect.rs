@@ -99,6 +99,8 @@ impl SqliteOptions {
 
 /// The options every connection shares.
 fn base(opts: &SqliteOptions) -> Result<SqliteConnectOptions, StoreError> {
+    // Every connection's options are built here, before it opens.
+    crate::memstatus::off();
     Ok(SqliteConnectOptions::from_str("sqlite:")
         .map_err(|e| open_err(opts, e))?
         .filename(&opts.path)

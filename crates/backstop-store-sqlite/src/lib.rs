@@ -28,6 +28,7 @@ mod groups;
 mod lease;
 mod limit_overrides;
 mod manual;
+mod memstatus;
 mod migrate;
 mod pauses;
 #[cfg(test)]
