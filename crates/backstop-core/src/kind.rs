@@ -92,7 +92,10 @@ impl KindConfig {
 
     /// What a claim of this kind is told of its limit per key.
     pub fn per_key(&self) -> Option<crate::limit::PerKey> {
-        if !self.limited() {
+        if self.concurrency_limit.is_none()
+            && self.rate_limit.is_none()
+            && self.host_limit.is_none()
+        {
             return None;
         }
         Some(crate::limit::PerKey {

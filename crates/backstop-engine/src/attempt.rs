@@ -245,21 +245,15 @@ async fn hand_off(
         start,
         claim: None,
     };
-    send(&slot, lease, write).await;
+    if slot.done.send(write).await.is_err() {
+        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
+    }
+    slot.inflight.remove(&lease);
     let (Some(next), Some(answered)) = (next, answered) else {
         return;
     };
     let n = run_answered(&slot, vec![(next, permit)], answered.await.ok());
     slot.held.started(n);
-}
-
-/// Hands an ended attempt's write to the completer; the lease is no longer this slot's to
-/// heartbeat.
-async fn send(slot: &Slot, lease: LeaseRef, write: Write) {
-    if slot.done.send(write).await.is_err() {
-        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
-    }
-    slot.inflight.remove(&lease);
 }
 
 /// A limited kind's hand-off: the outcome goes with a claim for this slot, and the task it
@@ -286,7 +280,10 @@ async fn hand_off_claimed(
         start: None,
         claim,
     };
-    send(&slot, lease, write).await;
+    if slot.done.send(write).await.is_err() {
+        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
+    }
+    slot.inflight.remove(&lease);
     let Some(answered) = answered else { return };
     if let Ok(Some(next)) = answered.await {
         track(&slot, &next, Instant::now());
