@@ -46,7 +46,9 @@ fn spawn(base: &str, name: &str, log: &Path) -> Child {
 /// job's last checkpoint, saves a checkpoint every [`EVERY`] items and heartbeats, and
 /// completes the job at the end. Each item it processes is appended to the log with one
 /// `write(2)`, so a SIGKILL loses no record of work done. When a checkpoint or heartbeat
-/// answers `409` (the lease was lost: a zombie), it writes `rejected` and exits with status 3.
+/// answers `409` (the lease was lost: a zombie), it writes `rejected` and exits with status 3;
+/// a refused heartbeat is followed by one last checkpoint, so a zombie's refusal is always a
+/// checkpoint's.
 #[tokio::test(flavor = "current_thread")]
 #[ignore = "the worker process of a_long_job_killed_twenty_times_resumes_from_its_checkpoints"]
 async fn checkpoint_worker_process() {
@@ -125,6 +127,15 @@ impl Worker {
             .post(&format!("/v1/leases/{token}/heartbeat"), Value::Null)
             .await;
         if s == 409 {
+            // Frozen between the checkpoint and the heartbeat: before it stops, the worker
+            // saves where it is, and that checkpoint is the one refused (and recorded).
+            let (s, p) = self
+                .post(
+                    &format!("/v1/leases/{token}/checkpoint"),
+                    json!({"cursor": {"offset": offset}}),
+                )
+                .await;
+            assert_eq!(s, 409, "a lost lease's checkpoint: {p}");
             self.record("rejected\n");
             std::process::exit(3);
         }
