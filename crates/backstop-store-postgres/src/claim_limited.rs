@@ -9,6 +9,7 @@
 //! may, with a `rate_limited` event.
 
 use crate::claim::claimed_rows;
+use crate::claim_lock::{begin_locked, lock_in};
 use crate::types::Time;
 use crate::{Db, db_err};
 use backstop_core::StoreError;
@@ -18,32 +19,48 @@ use backstop_core::limit::{
 };
 use backstop_core::store::{ClaimParams, ClaimedTask};
 use jiff::Timestamp;
-use sqlx::postgres::PgBindIterExt;
-use sqlx::{PgConnection, Row};
+use sqlx::postgres::{PgBindIterExt, PgRow};
+use sqlx::{AssertSqlSafe, PgConnection, Row};
 
-/// `$1` the schema, `$2` the kind.
-const LOCK: &str =
-    "SELECT pg_advisory_xact_lock(hashtextextended('backstop claim ' || $1 || ' ' || $2, 0))";
-
-/// How many tasks of the kinds `$1` are running with a live lease (`$2` now): a host's count,
-/// read through the index of running leases.
-const HOST_RUNNING: &str = "
-SELECT count(*) FROM {schema}.tasks
-WHERE status = 'running' AND lease_until > $2 AND kind = ANY ($1::text[])";
-
-/// The keys of kind `$1`'s running tasks whose lease has not ended (`$2` now), with how many.
-const RUNNING_KEYS: &str = "
-SELECT lkey, count(*) FROM {schema}.tasks
-WHERE status = 'running' AND lkey IS NOT NULL AND kind = $1 AND lease_until > $2
-GROUP BY lkey";
-
-/// The first window of due tasks of kind `$1` at `$2`, at most `$3`, oldest first.
-const PICK_FIRST: &str = "
-SELECT seq, run_at, payload FROM {schema}.tasks
-WHERE status = 'pending' AND kind = $1 AND run_at <= $2
-ORDER BY run_at, seq
-LIMIT $3
-FOR UPDATE SKIP LOCKED";
+/// Everything a limited claim reads once its locks are held, in one statement (a round trip
+/// less for each part, all of them made while the kind's claims wait): rows tagged by `part`.
+/// `$1` kind, `$2` now, `$3` the first window's size, `$4` now in µs (the rate's clock), `$5`
+/// whether the kind has a concurrency limit, `$6` whether it has a rate, `$7` the host's kinds
+/// (NULL: no host limit).
+/// - 0, the keys of the kind's running tasks whose lease has not ended: `k` key, `n` how many;
+/// - 1, the kind's overrides: `k` key, `n` max, `a` rate limit, `b` period, `c` burst;
+/// - 2, the keys whose rate state is still in the future: `k` key, `n` tat, `a` planned;
+/// - 3, how many of the host's tasks run with a live lease (read through the index of running
+///   leases): `n`;
+/// - 4, the first window of due tasks, oldest first, locked: `n` seq, `at` run_at, `payload`.
+///
+/// A separate statement from the locks': its snapshot must be taken after they were granted,
+/// so it sees every start the previous holder committed.
+const READ: &str = "
+WITH due AS MATERIALIZED (
+    SELECT seq, run_at, payload FROM {schema}.tasks
+    WHERE status = 'pending' AND kind = $1 AND run_at <= $2
+    ORDER BY run_at, seq
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+SELECT 0 AS part, lkey AS k, count(*) AS n, NULL::bigint AS a, NULL::bigint AS b,
+       NULL::bigint AS c, NULL::timestamptz AS at, NULL::bytea AS payload
+FROM {schema}.tasks
+WHERE $5 AND status = 'running' AND lkey IS NOT NULL AND kind = $1 AND lease_until > $2
+GROUP BY lkey
+UNION ALL
+SELECT 1, lkey, max, rate_limit, rate_period, rate_burst, NULL, NULL
+FROM {schema}.limit_overrides WHERE kind = $1
+UNION ALL
+SELECT 2, rkey, tat, planned, NULL, NULL, NULL, NULL
+FROM {schema}.rate_keys WHERE $6 AND kind = $1 AND (tat > $4 OR planned > $4)
+UNION ALL
+SELECT 3, NULL, count(*), NULL, NULL, NULL, NULL, NULL
+FROM {schema}.tasks
+WHERE $7::text[] IS NOT NULL AND status = 'running' AND lease_until > $2 AND kind = ANY ($7::text[])
+UNION ALL
+SELECT 4, NULL, seq, NULL, NULL, NULL, run_at, payload FROM due";
 
 /// The next window, after the cursor `($4, $5)`.
 const PICK_AFTER: &str = "
@@ -53,10 +70,37 @@ ORDER BY run_at, seq
 LIMIT $3
 FOR UPDATE SKIP LOCKED";
 
-/// Starts the chosen rows (`$1` seqs, `$5` their keys): `$2` now, `$3` owner, `$4` lease end,
-/// `$6` the kind's attempt budget, `$7` whether a failed task of a group lets it go on; the
-/// same columns as `claim::CLAIM` returns.
-const START: &str = "
+/// Everything a limited claim writes, in one statement: it starts the chosen rows (`$1` seqs,
+/// `$5` their keys; `$2` now, `$3` owner, `$4` lease end, `$6` the kind's attempt budget, `$7`
+/// whether a failed task of a group lets it go on), returning the same columns as
+/// `claim::CLAIM`; moves the throttled tasks (`$8` seqs) to when they may start (`$9`, µs
+/// since the epoch) with a `rate_limited` event saying why (`$10`); and when the kind has a
+/// rate (`$11`), stores the changed rate states of kind `$12` (`$13` keys, `$14` tats, `$15`
+/// planned) and forgets the ones whose times have both passed (`$16` now, in µs). The rows
+/// each part changes are distinct, as one statement requires.
+const WRITE: &str = "
+WITH moved AS (
+    UPDATE {schema}.tasks AS t
+    SET run_at = timestamptz 'epoch' + c.until * interval '1 microsecond', updated_at = $2
+    FROM unnest($8::bigint[], $9::bigint[], $10::text[]) AS c(seq, until, reason)
+    WHERE t.seq = c.seq
+    RETURNING t.id, c.reason
+),
+said AS (
+    INSERT INTO {schema}.events (task_id, type, at, reason)
+    SELECT id, 'rate_limited', $2, reason FROM moved
+),
+saved AS (
+    INSERT INTO {schema}.rate_keys (kind, rkey, tat, planned)
+    SELECT $12, c.rkey, c.tat, c.planned
+    FROM unnest($13::text[], $14::bigint[], $15::bigint[]) AS c(rkey, tat, planned)
+    WHERE $11
+    ON CONFLICT (kind, rkey) DO UPDATE SET tat = excluded.tat, planned = excluded.planned
+),
+forgotten AS (
+    DELETE FROM {schema}.rate_keys
+    WHERE $11 AND kind = $12 AND tat <= $16 AND planned <= $16 AND rkey <> ALL ($13::text[])
+)
 UPDATE {schema}.tasks AS t
 SET status = 'running', attempts = t.attempts + 1, epoch = t.epoch + 1,
     lease_owner = $3, lease_until = $4, updated_at = $2,
@@ -70,43 +114,10 @@ RETURNING t.seq, t.id, t.key, t.payload, t.attempts AS attempt, t.max_attempts, 
           t.run_at, t.expires_at, t.traceparent, t.created_at, t.checkpoint, true AS started,
           t.grp";
 
-/// The kind `$1`'s keys whose rate state is still in the future (`$2` now, in µs).
-const RATES: &str = "
-SELECT rkey, tat, planned FROM {schema}.rate_keys
-WHERE kind = $1 AND (tat > $2 OR planned > $2)";
-
-/// Stores the changed rate states (`$2` keys, `$3` tats, `$4` planned) and forgets the ones
-/// whose times have both passed (`$5` now, in µs).
-const SAVE_RATES: &str = "
-WITH saved AS (
-    INSERT INTO {schema}.rate_keys (kind, rkey, tat, planned)
-    SELECT $1, c.rkey, c.tat, c.planned
-    FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS c(rkey, tat, planned)
-    ON CONFLICT (kind, rkey) DO UPDATE SET tat = excluded.tat, planned = excluded.planned
-)
-DELETE FROM {schema}.rate_keys
-WHERE kind = $1 AND tat <= $5 AND planned <= $5 AND rkey <> ALL ($2::text[])";
-
-/// The kind `$1`'s overrides per key.
-pub(crate) const OVERRIDES: &str = "
-SELECT lkey, max, rate_limit, rate_period, rate_burst FROM {schema}.limit_overrides
-WHERE kind = $1";
-
-/// Moves throttled tasks (`$1` seqs) to when they may start (`$2`, µs since the epoch) and
-/// says why on their timelines (`$3` now, `$4` the reasons).
-const THROTTLE: &str = "
-WITH moved AS (
-    UPDATE {schema}.tasks AS t
-    SET run_at = timestamptz 'epoch' + c.until * interval '1 microsecond', updated_at = $3
-    FROM unnest($1::bigint[], $2::bigint[], $4::text[]) AS c(seq, until, reason)
-    WHERE t.seq = c.seq
-    RETURNING t.id, c.reason
-)
-INSERT INTO {schema}.events (task_id, type, at, reason)
-SELECT id, 'rate_limited', $3, reason FROM moved";
-
 /// Claims and starts up to `min(limit, start)` tasks of `p.kind` whose keys have a free slot
 /// and whose rate allows a start now; moves the due tasks whose rate does not to when it will.
+/// Four round trips: the transaction's begin with its locks, [`READ`], [`WRITE`] and the
+/// commit (more windows of due tasks only when full keys fill the first).
 pub(crate) async fn claim(
     db: &Db,
     p: &ClaimParams,
@@ -116,15 +127,19 @@ pub(crate) async fn claim(
         return Ok(Vec::new());
     }
     let began = std::time::Instant::now();
-    let mut tx = db.pool.begin().await.map_err(db_err)?;
-    let claimed = claim_in(db, &mut tx, p, limit, began).await?;
+    let keys = db.claim_locks.keys(db, &lock_names(p, limit)).await?;
+    let mut tx = db
+        .pool
+        .begin_with(AssertSqlSafe(begin_locked(&keys)))
+        .await
+        .map_err(db_err)?;
+    let claimed = claim_locked(db, &mut tx, p, limit, began).await?;
     tx.commit().await.map_err(db_err)?;
     Ok(claimed)
 }
 
-/// The same claim in the open transaction `tx` (its own, or a completion's after its
-/// outcomes); `began` is when the caller began, as the rate counts it. The kind's lock is held
-/// until `tx` ends.
+/// The same claim in the open transaction `tx` (a completion's, after its outcomes); `began`
+/// is when the caller began, as the rate counts it. The locks are held until `tx` ends.
 pub(crate) async fn claim_in(
     db: &Db,
     tx: &mut PgConnection,
@@ -132,161 +147,189 @@ pub(crate) async fn claim_in(
     limit: &PerKey,
     began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
-    let mut want = p.limit.min(p.start);
-    if want == 0 {
+    if p.limit.min(p.start) == 0 {
         return Ok(Vec::new());
     }
-    sqlx::query(LOCK)
-        .bind(db.schema.name())
+    let keys = db.claim_locks.keys(db, &lock_names(p, limit)).await?;
+    lock_in(tx, &keys).await?;
+    claim_locked(db, tx, p, limit, began).await
+}
+
+/// The claim's locks, in the order every claim takes them: the kind's, then its host's. So no
+/// two claims wait on each other.
+fn lock_names(p: &ClaimParams, limit: &PerKey) -> Vec<String> {
+    let mut names = vec![p.kind.clone()];
+    names.extend(limit.host.as_ref().map(|h| h.lock_name()));
+    names
+}
+
+/// The claim once its locks are held.
+async fn claim_locked(
+    db: &Db,
+    tx: &mut PgConnection,
+    p: &ClaimParams,
+    limit: &PerKey,
+    began: std::time::Instant,
+) -> Result<Vec<ClaimedTask>, StoreError> {
+    let mut want = p.limit.min(p.start);
+    let now_us = rate_clock(p.now, began.elapsed());
+    let first = Admission::window(want, 0);
+    let rows = sqlx::query(db.schema.sql(READ))
         .bind(&p.kind)
-        .execute(&mut *tx)
+        .bind(Time(p.now))
+        .bind(i64::try_from(first).unwrap_or(i64::MAX))
+        .bind(now_us)
+        .bind(limit.concurrency.is_some())
+        .bind(limit.rate.is_some())
+        .bind(limit.host.as_ref().map(|h| &h.kinds))
+        .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+    let mut read = Read::default();
+    for r in &rows {
+        read.add(r)?;
+    }
     if let Some(host) = &limit.host {
-        // After the kind's own lock, always in this order: no two claims wait on each other.
-        sqlx::query(LOCK)
-            .bind(db.schema.name())
-            .bind(host.lock_name())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        let (running,): (i64,) = sqlx::query_as(db.schema.sql(HOST_RUNNING))
-            .bind(&host.kinds)
-            .bind(Time(p.now))
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        want = want.min(host.free(running.max(0) as u64));
+        want = want.min(host.free(read.host_running));
         if want == 0 {
             return Ok(Vec::new());
         }
     }
-    let now_us = rate_clock(p.now, began.elapsed());
-    let running: Vec<(String, i64)> = match limit.concurrency {
-        Some(_) => sqlx::query_as(db.schema.sql(RUNNING_KEYS))
-            .bind(&p.kind)
-            .bind(Time(p.now))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?,
-        None => Vec::new(),
-    };
-    let running = running
-        .into_iter()
-        .map(|(k, n)| (k, u32::try_from(n).unwrap_or(u32::MAX)));
-    type OverrideRow = (String, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
-    let overrides: Vec<OverrideRow> = sqlx::query_as(db.schema.sql(OVERRIDES))
-        .bind(&p.kind)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db_err)?;
-    let rates: Vec<(String, i64, i64)> = match limit.rate {
-        Some(_) => sqlx::query_as(db.schema.sql(RATES))
-            .bind(&p.kind)
-            .bind(now_us)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db_err)?,
-        None => Vec::new(),
-    };
-    let mut admission = Admission::new(limit, now_us, running)
-        .overrides(
-            overrides
-                .into_iter()
-                .map(|(k, max, l, per, b)| (k, KeyOverride::from_row(max, l, per, b))),
-        )
-        .rates(
-            rates
-                .into_iter()
-                .map(|(k, tat_us, planned_us)| (k, RateState { tat_us, planned_us })),
-        );
+    let mut admission = Admission::new(limit, now_us, read.running)
+        .overrides(read.overrides)
+        .rates(read.rates);
+    // The first window in its order, then the next ones as full keys pass theirs over.
+    read.due.sort_by_key(|d| (d.1, d.0));
+    let mut scanned = read.due.len();
+    let mut exhausted = scanned < first;
+    let mut due = read.due;
     let mut cursor: Option<(Timestamp, i64)> = None;
-    let (mut scanned, mut seqs, mut keys) = (0, Vec::new(), Vec::<Option<String>>::new());
+    let (mut seqs, mut keys) = (Vec::new(), Vec::<Option<String>>::new());
     let mut throttled = Throttled::default();
-    while seqs.len() < want && scanned < SCAN_BUDGET {
-        let window = Admission::window(want, scanned);
-        let q = match cursor {
-            None => sqlx::query(db.schema.sql(PICK_FIRST)),
-            Some(_) => sqlx::query(db.schema.sql(PICK_AFTER)),
-        };
-        let mut q = q
-            .bind(&p.kind)
-            .bind(Time(p.now))
-            .bind(i64::try_from(window).unwrap_or(i64::MAX));
-        if let Some((at, seq)) = cursor {
-            q = q.bind(Time(at)).bind(seq);
-        }
-        let rows = q.fetch_all(&mut *tx).await.map_err(db_err)?;
-        scanned += rows.len();
-        for r in &rows {
-            let seq: i64 = r.try_get("seq").map_err(db_err)?;
-            let Time(at) = r.try_get("run_at").map_err(db_err)?;
-            cursor = Some((at, seq));
+    loop {
+        for (seq, at, payload) in &due {
+            cursor = Some((*at, *seq));
             if seqs.len() == want {
                 break;
             }
-            let payload: &[u8] = r.try_get("payload").map_err(db_err)?;
             let verdict = admission.admit(payload);
             match verdict {
                 Verdict::Start { lkey } => {
-                    seqs.push(seq);
+                    seqs.push(*seq);
                     keys.push(lkey);
                 }
                 Verdict::Pass => {}
                 Verdict::Throttled { until_us, .. } => {
-                    throttled.seqs.push(seq);
+                    throttled.seqs.push(*seq);
                     throttled.until.push(until_us);
                     throttled.reasons.push(verdict.reason().unwrap_or_default());
                 }
             }
         }
-        if rows.len() < window {
+        if exhausted || seqs.len() >= want || scanned >= SCAN_BUDGET {
             break;
         }
-    }
-    let rows = if seqs.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query(db.schema.sql(START))
-            .bind(&seqs)
+        let window = Admission::window(want, scanned);
+        let (at, seq) = cursor.expect("a full window read rows");
+        let rows = sqlx::query(db.schema.sql(PICK_AFTER))
+            .bind(&p.kind)
             .bind(Time(p.now))
-            .bind(&p.owner)
-            .bind(Time(p.lease_until))
-            .bind(keys.iter().map(Option::as_deref).bind_iter())
-            .bind(i64::from(p.max_attempts))
-            .bind(p.on_group_failure == OnFailure::Skip)
+            .bind(i64::try_from(window).unwrap_or(i64::MAX))
+            .bind(Time(at))
+            .bind(seq)
             .fetch_all(&mut *tx)
             .await
-            .map_err(db_err)?
-    };
-    if !throttled.seqs.is_empty() {
-        sqlx::query(db.schema.sql(THROTTLE))
-            .bind(&throttled.seqs)
-            .bind(&throttled.until)
-            .bind(Time(p.now))
-            .bind(&throttled.reasons)
-            .execute(&mut *tx)
-            .await
             .map_err(db_err)?;
+        scanned += rows.len();
+        exhausted = rows.len() < window;
+        due = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("seq").map_err(db_err)?,
+                    r.try_get::<Time, _>("run_at").map_err(db_err)?.0,
+                    r.try_get::<Vec<u8>, _>("payload").map_err(db_err)?,
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?;
     }
-    if limit.rate.is_some() {
-        let (mut rkeys, mut tats, mut planned) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, s) in admission.changed_rates() {
-            rkeys.push(k);
-            tats.push(s.tat_us);
-            planned.push(s.planned_us);
-        }
-        sqlx::query(db.schema.sql(SAVE_RATES))
-            .bind(&p.kind)
-            .bind(&rkeys)
-            .bind(&tats)
-            .bind(&planned)
-            .bind(now_us)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err)?;
+    let rated = limit.rate.is_some();
+    if seqs.is_empty() && throttled.seqs.is_empty() && !rated {
+        return Ok(Vec::new());
     }
+    let (mut rkeys, mut tats, mut planned) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, s) in admission.changed_rates() {
+        rkeys.push(k);
+        tats.push(s.tat_us);
+        planned.push(s.planned_us);
+    }
+    let rows = sqlx::query(db.schema.sql(WRITE))
+        .bind(&seqs)
+        .bind(Time(p.now))
+        .bind(&p.owner)
+        .bind(Time(p.lease_until))
+        .bind(keys.iter().map(Option::as_deref).bind_iter())
+        .bind(i64::from(p.max_attempts))
+        .bind(p.on_group_failure == OnFailure::Skip)
+        .bind(&throttled.seqs)
+        .bind(&throttled.until)
+        .bind(&throttled.reasons)
+        .bind(rated)
+        .bind(&p.kind)
+        .bind(&rkeys)
+        .bind(&tats)
+        .bind(&planned)
+        .bind(now_us)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db_err)?;
     claimed_rows(&rows, p)
+}
+
+/// What [`READ`] gave, by part.
+#[derive(Default)]
+struct Read {
+    running: Vec<(String, u32)>,
+    overrides: Vec<(String, KeyOverride)>,
+    rates: Vec<(String, RateState)>,
+    host_running: u64,
+    /// Due tasks: seq, run_at, payload.
+    due: Vec<(i64, Timestamp, Vec<u8>)>,
+}
+
+impl Read {
+    fn add(&mut self, r: &PgRow) -> Result<(), StoreError> {
+        let part: i32 = r.try_get("part").map_err(db_err)?;
+        let k = || r.try_get::<Option<String>, _>("k").map_err(db_err);
+        let n = || r.try_get::<Option<i64>, _>("n").map_err(db_err);
+        let a = || r.try_get::<Option<i64>, _>("a").map_err(db_err);
+        match part {
+            0 => {
+                let count = u32::try_from(n()?.unwrap_or(0)).unwrap_or(u32::MAX);
+                self.running.push((k()?.unwrap_or_default(), count));
+            }
+            1 => {
+                let b = r.try_get::<Option<i64>, _>("b").map_err(db_err)?;
+                let c = r.try_get::<Option<i64>, _>("c").map_err(db_err)?;
+                let o = KeyOverride::from_row(n()?, a()?, b, c);
+                self.overrides.push((k()?.unwrap_or_default(), o));
+            }
+            2 => {
+                let state = RateState {
+                    tat_us: n()?.unwrap_or(0),
+                    planned_us: a()?.unwrap_or(0),
+                };
+                self.rates.push((k()?.unwrap_or_default(), state));
+            }
+            3 => self.host_running = n()?.unwrap_or(0).max(0) as u64,
+            _ => {
+                let Time(at) = r.try_get("at").map_err(db_err)?;
+                let payload: Vec<u8> = r.try_get("payload").map_err(db_err)?;
+                self.due.push((n()?.unwrap_or(0), at, payload));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The tasks a claim moves on for their keys' rates.

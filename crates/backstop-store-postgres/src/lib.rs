@@ -25,6 +25,7 @@ mod callbacks;
 mod checkpoint;
 mod claim;
 mod claim_limited;
+mod claim_lock;
 mod cluster;
 mod complete;
 mod connect;
@@ -71,6 +72,8 @@ pub(crate) struct Db {
     pub(crate) schema: Schema,
     /// Whether enqueued batches are expected to be all new (see `enqueue`).
     pub(crate) optimism: backstop_core::optimism::Optimism,
+    /// The keys of the advisory locks limited claims take.
+    pub(crate) claim_locks: claim_lock::ClaimLocks,
 }
 
 impl PostgresStore {
@@ -94,6 +97,7 @@ impl PostgresStore {
             pool,
             schema,
             optimism: Default::default(),
+            claim_locks: Default::default(),
         });
         let writer = db.clone();
         let (committer, run) = GroupCommit::new(move |tasks, created_at| {
