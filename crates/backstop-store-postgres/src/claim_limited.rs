@@ -36,7 +36,7 @@ use sqlx::{AssertSqlSafe, PgConnection, Row};
 ///
 /// A separate statement from the locks': its snapshot must be taken after they were granted,
 /// so it sees every start the previous holder committed.
-const READ: &str = "
+pub(crate) const READ: &str = "
 WITH due AS MATERIALIZED (
     SELECT seq, run_at, payload FROM {schema}.tasks
     WHERE status = 'pending' AND kind = $1 AND run_at <= $2
@@ -63,7 +63,7 @@ UNION ALL
 SELECT 4, NULL, seq, NULL, NULL, NULL, run_at, payload FROM due";
 
 /// The next window, after the cursor `($4, $5)`.
-const PICK_AFTER: &str = "
+pub(crate) const PICK_AFTER: &str = "
 SELECT seq, run_at, payload FROM {schema}.tasks
 WHERE status = 'pending' AND kind = $1 AND run_at <= $2 AND (run_at, seq) > ($4, $5)
 ORDER BY run_at, seq

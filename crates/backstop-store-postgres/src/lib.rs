@@ -37,6 +37,8 @@ mod limit_overrides;
 mod manual;
 mod migrate;
 mod pauses;
+#[cfg(test)]
+mod plans;
 mod read;
 mod rescue;
 mod retention;

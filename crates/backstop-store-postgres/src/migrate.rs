@@ -59,6 +59,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (14, "pauses", include_str!("../migrations/0014_pauses.sql")),
     (15, "limits", include_str!("../migrations/0015_limits.sql")),
     (16, "rates", include_str!("../migrations/0016_rates.sql")),
+    (
+        17,
+        "due_order",
+        include_str!("../migrations/0017_due_order.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
