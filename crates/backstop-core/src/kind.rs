@@ -92,10 +92,7 @@ impl KindConfig {
 
     /// What a claim of this kind is told of its limit per key.
     pub fn per_key(&self) -> Option<crate::limit::PerKey> {
-        if self.concurrency_limit.is_none()
-            && self.rate_limit.is_none()
-            && self.host_limit.is_none()
-        {
+        if !self.limited() {
             return None;
         }
         Some(crate::limit::PerKey {

@@ -23,6 +23,11 @@ pub fn host_scope(host: &str) -> String {
     format!("host:{host}")
 }
 
+/// The host a [`host_scope`] names (`None` for another scope).
+pub fn scope_host(scope: &str) -> Option<&str> {
+    scope.strip_prefix("host:")
+}
+
 /// Why a scope is paused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PauseCause {

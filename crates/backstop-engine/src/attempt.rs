@@ -245,15 +245,21 @@ async fn hand_off(
         start,
         claim: None,
     };
-    if slot.done.send(write).await.is_err() {
-        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
-    }
-    slot.inflight.remove(&lease);
+    send(&slot, lease, write).await;
     let (Some(next), Some(answered)) = (next, answered) else {
         return;
     };
     let n = run_answered(&slot, vec![(next, permit)], answered.await.ok());
     slot.held.started(n);
+}
+
+/// Hands an ended attempt's write to the completer; the lease is no longer this slot's to
+/// heartbeat.
+async fn send(slot: &Slot, lease: LeaseRef, write: Write) {
+    if slot.done.send(write).await.is_err() {
+        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
+    }
+    slot.inflight.remove(&lease);
 }
 
 /// A limited kind's hand-off: the outcome goes with a claim for this slot, and the task it
@@ -280,10 +286,7 @@ async fn hand_off_claimed(
         start: None,
         claim,
     };
-    if slot.done.send(write).await.is_err() {
-        tracing::warn!(task = %lease.id, "engine stopped before the outcome was written; the lease will expire and the task will be rescued");
-    }
-    slot.inflight.remove(&lease);
+    send(&slot, lease, write).await;
     let Some(answered) = answered else { return };
     if let Ok(Some(next)) = answered.await {
         track(&slot, &next, Instant::now());

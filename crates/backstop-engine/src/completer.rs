@@ -122,16 +122,17 @@ impl Completer {
                 // Shutting down: nothing new starts; the slots go free.
                 claims.clear();
             }
+            let by_kind = claims_by_kind(&claims);
             let mut wait = Duration::from_millis(50);
             loop {
                 let now = self.clock.now();
-                let by_kind = claims_by_kind(&claims);
                 let p = CompleteParams {
                     completions: outcomes.iter().map(|f| f.completion.clone()).collect(),
                     starts: start_params(&self.owner, &starts, now),
+                    // Each kind's leases measured from the write's `now`, as the starts' are.
                     claims: by_kind
                         .iter()
-                        .map(|(k, n)| claim_params(&self.owner, k, *n, now))
+                        .map(|(k, n)| ClaimParams::for_kind(&k.config, &self.owner, *n, *n, now))
                         .collect(),
                     now,
                 };
@@ -142,7 +143,8 @@ impl Completer {
                             tracing::warn!(task = %s.id, epoch = s.epoch, "completion rejected: the lease was lost");
                         }
                         announce(&self.alerts, &outcomes, &r.stale);
-                        let filled = answer_claims(std::mem::take(&mut claims), r.claimed);
+                        let filled =
+                            answer_claims(std::mem::take(&mut claims), &by_kind, r.claimed);
                         for k in outcomes.iter().filter_map(|f| f.frees.as_ref()) {
                             if filled.contains(k.config.name.as_str()) {
                                 // Every slot of the kind this write freed, it refilled.
@@ -213,26 +215,14 @@ fn claims_by_kind(claims: &[ClaimRequest]) -> Vec<(Arc<Kind>, usize)> {
     by_kind
 }
 
-/// One limited kind's claim for `n` slots, its leases measured from the write's `now`.
-fn claim_params(owner: &str, kind: &Kind, n: usize, now: Timestamp) -> ClaimParams {
-    let cfg = &kind.config;
-    ClaimParams {
-        kind: cfg.name.clone(),
-        limit: n,
-        start: n,
-        owner: owner.to_owned(),
-        now,
-        lease_until: add(now, cfg.lease),
-        max_attempts: cfg.max_attempts,
-        on_group_failure: cfg.on_group_failure(),
-        per_key: cfg.per_key(),
-    }
-}
-
-/// Gives each slot that asked a task its kind's claim took, in the order they asked; returns
-/// the kinds that asked and had every slot filled.
-fn answer_claims(claims: Vec<ClaimRequest>, claimed: Vec<Vec<ClaimedTask>>) -> HashSet<String> {
-    let by_kind = claims_by_kind(&claims);
+/// Gives each slot that asked a task its kind's claim took (`by_kind`: the claims' kinds, in
+/// the order of `claimed`), in the order they asked; returns the kinds that asked and had
+/// every slot filled.
+fn answer_claims(
+    claims: Vec<ClaimRequest>,
+    by_kind: &[(Arc<Kind>, usize)],
+    claimed: Vec<Vec<ClaimedTask>>,
+) -> HashSet<String> {
     let mut got: Vec<std::vec::IntoIter<ClaimedTask>> =
         claimed.into_iter().map(Vec::into_iter).collect();
     let mut filled: HashSet<String> = by_kind.iter().map(|(k, _)| k.config.name.clone()).collect();

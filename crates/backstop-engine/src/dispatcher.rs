@@ -100,7 +100,7 @@ impl Dispatcher {
         let mut idle = false;
         let mut gate = kind.gate.subscribe();
         let mut probe = ProbeLease::default();
-        let per_key = cfg.per_key();
+        let limited = cfg.limited();
         // A rate-limited kind looks again once per interval of its rate while idle: its moved
         // tasks fall due one interval apart, and a look only every poll would start each key's
         // burst at most once per poll, below the rate.
@@ -127,9 +127,10 @@ impl Dispatcher {
             let waiting = held.len();
             // A limited kind leases nothing ahead: a held task would start without its key's
             // slots being counted (`backstop_core::limit`).
-            let ahead = match per_key {
-                Some(_) => 0,
-                None => pace.ahead(cfg.concurrency, Instant::now()),
+            let ahead = if limited {
+                0
+            } else {
+                pace.ahead(cfg.concurrency, Instant::now())
             };
             let cap = cfg.concurrency + ahead;
             let running = cfg.concurrency - slots.available_permits();
@@ -139,16 +140,16 @@ impl Dispatcher {
             // limited kind, which holds nothing, claims for a quarter too while attempts run:
             // each of its claims counts the running tasks per key, and one per freed slot cost
             // a third of its throughput.
-            let worth = match (waiting, &per_key) {
-                (0, None) => 1,
-                (0, Some(_)) if running == 0 => 1,
+            let worth = match (waiting, limited) {
+                (0, false) => 1,
+                (0, true) if running == 0 => 1,
                 _ => (cap / 4).max(1),
             };
             // A limited kind waiting for a quarter of its room: slots free one at a time, with
             // no held task to hand them to and no claim of its own to wait for, so nothing
             // else would bring it back here. Each written outcome wakes it (`frees`); the poll
             // covers a wake that came before its slot was given back.
-            let gathering = per_key.is_some() && !closed && room > 0 && room < worth;
+            let gathering = limited && !closed && room > 0 && room < worth;
             let may_claim = if closed {
                 false
             } else if probing {
@@ -165,22 +166,13 @@ impl Dispatcher {
             if claiming.is_none() && !idle && may_claim {
                 asked = if probing { 1 } else { room.min(batch) };
                 let now = slot.clock.now();
-                let p = ClaimParams {
-                    kind: cfg.name.clone(),
-                    limit: asked,
-                    // Free slots take the first claimed tasks at once; only held tasks wait.
-                    start: if waiting == 0 {
-                        slots.available_permits()
-                    } else {
-                        0
-                    },
-                    owner: slot.owner.to_string(),
-                    now,
-                    lease_until: add(now, cfg.lease),
-                    max_attempts: cfg.max_attempts,
-                    on_group_failure: cfg.on_group_failure(),
-                    per_key: per_key.clone(),
+                // Free slots take the first claimed tasks at once; only held tasks wait.
+                let start = if waiting == 0 {
+                    slots.available_permits()
+                } else {
+                    0
                 };
+                let p = ClaimParams::for_kind(cfg, &slot.owner, asked, start, now);
                 let store = slot.store.clone();
                 claiming = Some(tokio::spawn(async move { store.claim(p).await }));
             }

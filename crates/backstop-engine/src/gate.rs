@@ -95,8 +95,8 @@ impl KindGate {
         self.scope == scope || self.host_scope.as_deref() == Some(scope)
     }
 
-    /// Sets the gate from this kind's pause rows (its own and its host's) at `now`; returns the gate it replaced when
-    /// it changed.
+    /// Sets the gate from this kind's pause rows (its own and its host's) at `now`; returns
+    /// the gate it replaced when it changed.
     pub(crate) fn set(&self, rows: &[PauseRecord], now: Timestamp) -> Option<Gate> {
         let next = if self.config_paused {
             Gate::Closed {

@@ -38,6 +38,30 @@ pub struct ClaimParams {
     pub per_key: Option<crate::limit::PerKey>,
 }
 
+impl ClaimParams {
+    /// A claim of `kind`'s tasks under its own lease, attempt budget, group choice and limits:
+    /// up to `limit`, the first `start` of them started.
+    pub fn for_kind(
+        kind: &crate::kind::KindConfig,
+        owner: &str,
+        limit: usize,
+        start: usize,
+        now: Timestamp,
+    ) -> Self {
+        ClaimParams {
+            kind: kind.name.clone(),
+            limit,
+            start,
+            owner: owner.to_owned(),
+            now,
+            lease_until: crate::clock::add(now, kind.lease),
+            max_attempts: kind.max_attempts,
+            on_group_failure: kind.on_group_failure(),
+            per_key: kind.per_key(),
+        }
+    }
+}
+
 /// A leased task: what a handler needs, and the fence for its completion.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedTask {

@@ -10,7 +10,7 @@ use crate::context::{AlertHub, Kind, Kinds};
 use backstop_core::breaker::Seen;
 use backstop_core::clock::add;
 use backstop_core::duration::format_duration;
-use backstop_core::pause::{Gate, PauseCause, PauseRecord, cool_down};
+use backstop_core::pause::{Gate, PauseCause, PauseRecord, cool_down, scope_host};
 use backstop_core::store::{Cluster, PauseParams, Pauses, ResignParams, ResumeParams};
 use backstop_core::{Clock, Outcome};
 use std::sync::Arc;
@@ -91,12 +91,13 @@ impl Trips {
         }
         let wait = cfg.retry.bounded(*after);
         let now = self.clock.now();
-        let (scope, from) = match &kind.gate.host_scope {
-            Some(host) => (
-                host.clone(),
-                format!(" from host {}", host.trim_start_matches("host:")),
-            ),
-            None => (kind.gate.scope.clone(), String::new()),
+        // What pauses: the kind's target host, or (no host of its own) the kind alone.
+        let (scope, from, what) = match &kind.gate.host_scope {
+            Some(scope) => {
+                let host = scope_host(scope).unwrap_or_default();
+                (scope.clone(), format!(" from host {host}"), "host")
+            }
+            None => (kind.gate.scope.clone(), String::new(), "kind"),
         };
         let record = PauseRecord {
             scope,
@@ -119,13 +120,12 @@ impl Trips {
             by: record.by.clone(),
             since: now,
         };
-        kind.gate.force(closed.clone());
-        for other in self.kinds.all() {
-            if other.gate.governed_by(&record.scope) {
-                other.gate.force(closed.clone());
+        // The registry holds this kind too: it is governed by the scope it writes.
+        for k in self.kinds.all() {
+            if k.gate.governed_by(&record.scope) {
+                k.gate.force(closed.clone());
             }
         }
-        let what = if from.is_empty() { "kind" } else { "host" };
         self.write(kind, record, None);
         Some(format!(
             "the target asked to wait {}: the {what} is paused until then",
