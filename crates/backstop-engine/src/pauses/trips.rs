@@ -120,7 +120,9 @@ impl Trips {
             by: record.by.clone(),
             since: now,
         };
-        // The registry holds this kind too: it is governed by the scope it writes.
+        // This kind at once, whether or not the registry holds it (forcing twice is harmless);
+        // then every kind the scope governs.
+        kind.gate.force(closed.clone());
         for k in self.kinds.all() {
             if k.gate.governed_by(&record.scope) {
                 k.gate.force(closed.clone());
