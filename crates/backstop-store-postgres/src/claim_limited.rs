@@ -62,9 +62,9 @@ WHERE $7::text[] IS NOT NULL AND status = 'running' AND lease_until > $2 AND kin
 UNION ALL
 SELECT 4, NULL, seq, NULL, NULL, NULL, run_at, payload FROM due";
 
-/// The next window, after the cursor `($4, $5)`.
+/// The next window, after the cursor `($4, $5)`; its columns named as [`READ`]'s due rows'.
 pub(crate) const PICK_AFTER: &str = "
-SELECT seq, run_at, payload FROM {schema}.tasks
+SELECT seq AS n, run_at AS at, payload FROM {schema}.tasks
 WHERE status = 'pending' AND kind = $1 AND run_at <= $2 AND (run_at, seq) > ($4, $5)
 ORDER BY run_at, seq
 LIMIT $3
@@ -123,11 +123,10 @@ pub(crate) async fn claim(
     p: &ClaimParams,
     limit: &PerKey,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
-    if p.limit.min(p.start) == 0 {
-        return Ok(Vec::new());
-    }
     let began = std::time::Instant::now();
-    let keys = db.claim_locks.keys(db, &lock_names(p, limit)).await?;
+    let Some(keys) = lock_keys(db, p, limit).await? else {
+        return Ok(Vec::new());
+    };
     let mut tx = db
         .pool
         .begin_with(AssertSqlSafe(begin_locked(&keys)))
@@ -147,20 +146,26 @@ pub(crate) async fn claim_in(
     limit: &PerKey,
     began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
-    if p.limit.min(p.start) == 0 {
+    let Some(keys) = lock_keys(db, p, limit).await? else {
         return Ok(Vec::new());
-    }
-    let keys = db.claim_locks.keys(db, &lock_names(p, limit)).await?;
+    };
     lock_in(tx, &keys).await?;
     claim_locked(db, tx, p, limit, began).await
 }
 
-/// The claim's locks, in the order every claim takes them: the kind's, then its host's. So no
-/// two claims wait on each other.
-fn lock_names(p: &ClaimParams, limit: &PerKey) -> Vec<String> {
+/// The keys of the claim's locks, in the order every claim takes them: the kind's, then its
+/// host's, so no two claims wait on each other. `None` when the claim would start nothing.
+async fn lock_keys(
+    db: &Db,
+    p: &ClaimParams,
+    limit: &PerKey,
+) -> Result<Option<Vec<i64>>, StoreError> {
+    if p.limit.min(p.start) == 0 {
+        return Ok(None);
+    }
     let mut names = vec![p.kind.clone()];
     names.extend(limit.host.as_ref().map(|h| h.lock_name()));
-    names
+    db.claim_locks.keys(db, &names).await.map(Some)
 }
 
 /// The claim once its locks are held.
@@ -199,7 +204,7 @@ async fn claim_locked(
         .overrides(read.overrides)
         .rates(read.rates);
     // The first window in its order, then the next ones as full keys pass theirs over.
-    read.due.sort_by_key(|d| (d.1, d.0));
+    read.due.sort_by_key(|d| (d.run_at, d.seq));
     let mut scanned = read.due.len();
     let mut exhausted = scanned < first;
     let mut due = read.due;
@@ -207,20 +212,20 @@ async fn claim_locked(
     let (mut seqs, mut keys) = (Vec::new(), Vec::<Option<String>>::new());
     let mut throttled = Throttled::default();
     loop {
-        for (seq, at, payload) in &due {
-            cursor = Some((*at, *seq));
+        for d in &due {
+            cursor = Some((d.run_at, d.seq));
             if seqs.len() == want {
                 break;
             }
-            let verdict = admission.admit(payload);
+            let verdict = admission.admit(&d.payload);
             match verdict {
                 Verdict::Start { lkey } => {
-                    seqs.push(*seq);
+                    seqs.push(d.seq);
                     keys.push(lkey);
                 }
                 Verdict::Pass => {}
                 Verdict::Throttled { until_us, .. } => {
-                    throttled.seqs.push(*seq);
+                    throttled.seqs.push(d.seq);
                     throttled.until.push(until_us);
                     throttled.reasons.push(verdict.reason().unwrap_or_default());
                 }
@@ -242,16 +247,7 @@ async fn claim_locked(
             .map_err(db_err)?;
         scanned += rows.len();
         exhausted = rows.len() < window;
-        due = rows
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.try_get::<i64, _>("seq").map_err(db_err)?,
-                    r.try_get::<Time, _>("run_at").map_err(db_err)?.0,
-                    r.try_get::<Vec<u8>, _>("payload").map_err(db_err)?,
-                ))
-            })
-            .collect::<Result<_, StoreError>>()?;
+        due = rows.iter().map(Due::from_row).collect::<Result<_, _>>()?;
     }
     let rated = limit.rate.is_some();
     if seqs.is_empty() && throttled.seqs.is_empty() && !rated {
@@ -293,8 +289,26 @@ struct Read {
     overrides: Vec<(String, KeyOverride)>,
     rates: Vec<(String, RateState)>,
     host_running: u64,
-    /// Due tasks: seq, run_at, payload.
-    due: Vec<(i64, Timestamp, Vec<u8>)>,
+    due: Vec<Due>,
+}
+
+/// A due task a window read: its place in the order, and its payload for its key.
+struct Due {
+    seq: i64,
+    run_at: Timestamp,
+    payload: Vec<u8>,
+}
+
+impl Due {
+    /// From a due row of [`READ`] or a row of [`PICK_AFTER`], which name their columns alike.
+    fn from_row(r: &PgRow) -> Result<Self, StoreError> {
+        let Time(run_at) = r.try_get("at").map_err(db_err)?;
+        Ok(Due {
+            seq: r.try_get("n").map_err(db_err)?,
+            run_at,
+            payload: r.try_get("payload").map_err(db_err)?,
+        })
+    }
 }
 
 impl Read {
@@ -322,11 +336,7 @@ impl Read {
                 self.rates.push((k()?.unwrap_or_default(), state));
             }
             3 => self.host_running = n()?.unwrap_or(0).max(0) as u64,
-            _ => {
-                let Time(at) = r.try_get("at").map_err(db_err)?;
-                let payload: Vec<u8> = r.try_get("payload").map_err(db_err)?;
-                self.due.push((n()?.unwrap_or(0), at, payload));
-            }
+            _ => self.due.push(Due::from_row(r)?),
         }
         Ok(())
     }

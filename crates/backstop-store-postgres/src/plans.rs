@@ -6,9 +6,10 @@
 use crate::ScratchSchema;
 use crate::claim_limited::{PICK_AFTER, READ};
 use crate::types::Time;
+use backstop_core::NewTask;
 use backstop_core::store::*;
-use backstop_core::{NewTask, TaskId};
-use jiff::{SignedDuration, Timestamp};
+use backstop_store_tests::server::{server_url, skip_without};
+use backstop_store_tests::{at, t0, task};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Row};
@@ -29,35 +30,27 @@ fn find<'a>(plan: &'a Value, is: &dyn Fn(&Value) -> bool) -> Option<&'a Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limited_claim_reads_due_tasks_in_index_order() {
-    let Some(url) = std::env::var("BACKSTOP_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("skipped: BACKSTOP_TEST_POSTGRES_URL is not set");
+    const URL_VAR: &str = "BACKSTOP_TEST_POSTGRES_URL";
+    if skip_without(URL_VAR) {
         return;
-    };
+    }
+    let url = server_url(URL_VAR).expect("checked above");
     let scratch = ScratchSchema::new(&url, "plans").unwrap();
     let store = scratch.open().await.unwrap();
-    let t0 = Timestamp::UNIX_EPOCH;
     // Batches share one run_at: the order among them is seq's alone.
     for batch in 0..4 {
         let tasks = (0..1000)
             .map(|i| NewTask {
-                id: TaskId::new(),
-                kind: "limited".into(),
-                key: format!("k{batch}-{i}"),
-                payload: format!(r#"{{"tenant_id":"t{}"}}"#, i % 100).into_bytes(),
-                max_attempts: 3,
-                run_at: t0 + SignedDuration::from_secs(batch),
-                expires_at: None,
-                traceparent: None,
-                intake: Default::default(),
-                origin: None,
-                group: None,
+                run_at: at(batch),
+                ..task(
+                    "limited",
+                    &format!("k{batch}-{i}"),
+                    &format!(r#"{{"tenant_id":"t{}"}}"#, i % 100),
+                )
             })
             .collect();
         store
-            .enqueue(EnqueueParams { tasks, now: t0 })
+            .enqueue(EnqueueParams { tasks, now: t0() })
             .await
             .unwrap();
     }
@@ -66,7 +59,7 @@ async fn a_limited_claim_reads_due_tasks_in_index_order() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let now = Time(t0 + SignedDuration::from_secs(10));
+    let now = Time(at(10));
     let explain = |sql: &str| format!("EXPLAIN (FORMAT JSON) {}", db.schema.sql(sql).0);
     let first = sqlx::query(AssertSqlSafe(explain(READ)))
         .bind("limited")
@@ -83,7 +76,7 @@ async fn a_limited_claim_reads_due_tasks_in_index_order() {
         .bind("limited")
         .bind(now)
         .bind(32_i64)
-        .bind(Time(t0))
+        .bind(Time(t0()))
         .bind(500_i64)
         .fetch_one(&db.pool)
         .await

@@ -120,9 +120,8 @@ impl Trips {
             by: record.by.clone(),
             since: now,
         };
-        // This kind at once, whether or not the registry holds it (forcing twice is harmless);
-        // then every kind the scope governs.
-        kind.gate.force(closed.clone());
+        // The registry holds this kind too (every kind is built into it): it is governed by the
+        // scope it writes.
         for k in self.kinds.all() {
             if k.gate.governed_by(&record.scope) {
                 k.gate.force(closed.clone());
