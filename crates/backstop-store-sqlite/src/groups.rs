@@ -125,6 +125,18 @@ pub(crate) fn place(
         .collect())
 }
 
+/// Whether any task was ever placed in a group: until then no task has a group to unpark in
+/// (every grouped task is placed, and its group's row made, before it can be claimed).
+pub(crate) fn any(db: &Db<'_>) -> Result<bool, StoreError> {
+    let mut any = false;
+    db.prepare("SELECT EXISTS (SELECT 1 FROM backstop_task_groups)")?
+        .query(&[], |r| {
+            any = r.int(0) != 0;
+            Ok(())
+        })?;
+    Ok(any)
+}
+
 /// After a batch in which some grouped tasks were repeats of existing keys: unparks the head
 /// of each of their groups if it was parked behind a row that was never added.
 pub(crate) fn heal<'t>(
