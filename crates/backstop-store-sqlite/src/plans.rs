@@ -78,6 +78,11 @@ async fn per_task_statements_use_their_indexes() {
         crate::rescue::EXPIRE_PICK,
         "SEARCH backstop_tasks USING COVERING INDEX backstop_tasks_expiring",
     ));
+    cases.push((
+        crate::groups::OPEN_MANY,
+        "SEARCH o EXISTS USING INDEX backstop_tasks_grp_open (kind=? AND grp=?",
+    ));
+    cases.push((crate::groups::TAKE_MANY, "SCAN j VIRTUAL TABLE"));
     for (sql, expected) in cases {
         let plan = plan(&store, sql).await;
         // The only scans allowed are of the JSON lists of ids a statement is given.
