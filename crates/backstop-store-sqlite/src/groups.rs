@@ -5,8 +5,9 @@
 //! about 13 µs without one and 50 µs with one, a status change 15 and 30–35 µs (BENCHMARKS.md,
 //! `bench/sqlite-triggers`).
 //!
-//! - An enqueue batch places its rows before writing them: one upsert and one look for an
-//!   open task per group of the batch, each row written once, already placed (or parked).
+//! - An enqueue batch places its rows before writing them: one upsert for all its groups
+//!   ([`TAKE_MANY`]) and one look for open tasks in those that existed before
+//!   ([`OPEN_MANY`]); each row is written once, already placed (or parked).
 //! - A row that arrives without a place (an outbox INSERT with `grp`, a callback's task) is
 //!   placed by the next write that places or claims ([`place_unplaced`], in insert order),
 //!   before anything else it does; until then no claim of the one writer has run, so nothing
