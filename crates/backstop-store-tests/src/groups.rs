@@ -399,6 +399,52 @@ pub async fn a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it(store: 
     assert_eq!(keys(&c), ["h2"]);
 }
 
+pub async fn one_batch_places_new_open_and_ended_groups_each_as_its_own(store: S) {
+    // Before the batch: O has an open task, E's only task has ended, N does not exist.
+    let o1 = put(&*store, grouped("o1", "O")).await;
+    put(&*store, grouped("e1", "E")).await;
+    let c = claim_all(&*store, at(0), OnFailure::Block).await;
+    assert_eq!(keys(&c), ["e1", "o1"]);
+    let e1 = c.iter().find(|c| c.key == "e1").expect("e1 claimed");
+    end(&*store, e1, Status::Succeeded, AttemptOutcome::Succeeded).await;
+
+    // One batch into all three, the groups interleaved.
+    let batch = ["o2", "e2", "n1", "n2", "o3", "e3"]
+        .map(|k| grouped(k, &k[..1].to_uppercase()))
+        .to_vec();
+    let r = store
+        .enqueue(EnqueueParams {
+            tasks: batch,
+            now: at(2),
+        })
+        .await
+        .unwrap();
+    let mut placed = Vec::new();
+    for res in &r {
+        let t = get(&*store, res.id()).await;
+        placed.push((t.key, t.group_seq, t.parked));
+    }
+    let want = [
+        ("o2", Some(2), true),  // behind o1, still running
+        ("e2", Some(2), false), // E's first task ended: nothing is before e2
+        ("n1", Some(1), false), // a new group
+        ("n2", Some(2), true),  // behind n1 of the same batch
+        ("o3", Some(3), true),
+        ("e3", Some(3), true), // behind e2 of the same batch
+    ]
+    .map(|(k, seq, parked)| (k.to_string(), seq, parked));
+    assert_eq!(placed, want);
+
+    // What runs next: the head of each group, nothing behind one.
+    let c = claim_all(&*store, at(3), OnFailure::Block).await;
+    assert_eq!(keys(&c), ["e2", "n1"]);
+    assert_eq!(
+        get(&*store, o1).await.status,
+        Status::Running,
+        "O waits for o1"
+    );
+}
+
 pub async fn group_head_and_list_show_a_group(store: S) {
     assert!(
         store

@@ -144,6 +144,7 @@ macro_rules! conformance_suite {
             groups_are_separate_per_kind,
             a_batch_orders_its_group_in_batch_order_and_repeats_keep_their_place,
             a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it,
+            one_batch_places_new_open_and_ended_groups_each_as_its_own,
             group_head_and_list_show_a_group,
             concurrent_enqueues_into_one_group_are_claimed_in_group_order,
             enqueues_and_completions_across_many_groups_never_deadlock,
