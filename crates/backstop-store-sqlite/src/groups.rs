@@ -150,13 +150,16 @@ pub(crate) fn any(db: &Db<'_>) -> Result<bool, StoreError> {
     Ok(any)
 }
 
+/// A group: its kind and name.
+type Group<'t> = (&'t str, &'t str);
+
 /// Takes the places of a batch's groups (`count`: how many each needs) in two statements:
 /// answers, per group, its first place and whether a task holding the group is before it. A
 /// group whose first place is 1 was new: nothing can be before it, and it is not looked for.
 fn take_many<'t>(
     db: &Db<'_>,
-    count: &HashMap<(&'t str, &'t str), i64>,
-) -> Result<HashMap<(&'t str, &'t str), (i64, bool)>, StoreError> {
+    count: &HashMap<Group<'t>, i64>,
+) -> Result<HashMap<Group<'t>, (i64, bool)>, StoreError> {
     let wanted: Vec<(&str, &str, i64)> = count.iter().map(|(&(k, g), &n)| (k, g, n)).collect();
     let list = serde_json::to_string(&wanted).map_err(list_error)?;
     let mut last: HashMap<(String, String), i64> = HashMap::with_capacity(wanted.len());
