@@ -168,8 +168,8 @@ fn take_many<'t>(
         Ok(())
     })?;
     let mut placed = Vec::with_capacity(wanted.len());
-    // The groups that existed before this batch, by their position in `placed`.
-    let mut older: Vec<(usize, (&str, &str))> = Vec::new();
+    // The positions in `wanted` of the groups that existed before this batch.
+    let mut older: Vec<usize> = Vec::new();
     for (i, &(kind, grp, n)) in wanted.iter().enumerate() {
         let last = *last
             .get(&(kind.to_owned(), grp.to_owned()))
@@ -178,16 +178,16 @@ fn take_many<'t>(
             })?;
         let first = last - n + 1;
         if first > 1 {
-            older.push((i, (kind, grp)));
+            older.push(i);
         }
         placed.push((first, false));
     }
     if !older.is_empty() {
-        let groups: Vec<(&str, &str)> = older.iter().map(|(_, g)| *g).collect();
+        let groups: Vec<(&str, &str)> = older.iter().map(|&i| (wanted[i].0, wanted[i].1)).collect();
         let list = serde_json::to_string(&groups).map_err(list_error)?;
         db.prepare(OPEN_MANY)?.query(&[list.as_str().into()], |r| {
-            if let Some((i, _)) = usize::try_from(r.int(0)).ok().and_then(|k| older.get(k)) {
-                placed[*i].1 = true;
+            if let Some(&i) = usize::try_from(r.int(0)).ok().and_then(|k| older.get(k)) {
+                placed[i].1 = true;
             }
             Ok(())
         })?;

@@ -46,6 +46,14 @@ pub async fn put(store: &dyn Store, t: NewTask) -> TaskId {
     }
 }
 
+/// Enqueues `tasks` as one batch at `now`; answers each task's result.
+pub async fn put_all(store: &dyn Store, tasks: Vec<NewTask>, now: Timestamp) -> Vec<EnqueueResult> {
+    store
+        .enqueue(EnqueueParams { tasks, now })
+        .await
+        .expect("enqueue")
+}
+
 /// Claims up to `limit` tasks of `kind` at `now` for `owner`, with a 30 s lease.
 pub async fn claim(
     store: &dyn Store,

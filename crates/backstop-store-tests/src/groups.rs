@@ -66,11 +66,6 @@ async fn end(store: &dyn Store, c: &ClaimedTask, status: Status, outcome: Attemp
     assert!(r.stale.is_empty(), "the completion is applied");
 }
 
-/// Enqueues `tasks` as one batch at `now`.
-async fn enqueue_at(store: &dyn Store, tasks: Vec<NewTask>, now: Timestamp) -> Vec<EnqueueResult> {
-    store.enqueue(EnqueueParams { tasks, now }).await.unwrap()
-}
-
 fn manual(id: TaskId, now: Timestamp) -> ManualParams {
     ManualParams {
         id,
@@ -386,7 +381,7 @@ pub async fn a_repeat_of_an_ended_task_does_not_park_a_new_one_behind_it(store: 
     let mut again = h1;
     again.id = TaskId::new();
     let batch = vec![again, grouped("h2", "H"), grouped("h3", "H")];
-    let r = enqueue_at(&*store, batch, at(2)).await;
+    let r = put_all(&*store, batch, at(2)).await;
     assert!(matches!(r[0], EnqueueResult::Existing(_)), "{r:?}");
     let (h2, h3) = (get(&*store, r[1].id()).await, get(&*store, r[2].id()).await);
     assert!(
@@ -411,7 +406,7 @@ pub async fn one_batch_places_new_open_and_ended_groups_each_as_its_own(store: S
     let batch = ["o2", "e2", "n1", "n2", "o3", "e3"]
         .map(|k| grouped(k, &k[..1].to_uppercase()))
         .to_vec();
-    let r = enqueue_at(&*store, batch, at(2)).await;
+    let r = put_all(&*store, batch, at(2)).await;
     let mut placed = Vec::new();
     for res in &r {
         let t = get(&*store, res.id()).await;

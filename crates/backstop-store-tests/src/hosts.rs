@@ -54,18 +54,11 @@ fn tasks_of(kind: &str, n: usize) -> Vec<NewTask> {
         .collect()
 }
 
-async fn enqueue(store: &dyn Store, tasks: Vec<NewTask>) {
-    store
-        .enqueue(EnqueueParams { tasks, now: t0() })
-        .await
-        .unwrap();
-}
-
 pub async fn a_host_limit_counts_every_kind_on_the_host(store: S) {
     let mut all = tasks_of("ha", 4);
     all.extend(tasks_of("hb", 4));
     all.extend(tasks_of("elsewhere", 3));
-    enqueue(&*store, all).await;
+    put_all(&*store, all, t0()).await;
     // Two of ha's run from before the limit was configured: no key on their rows, and they
     // count all the same.
     let before = claim_of(&*store, "ha", 2, at(1), None).await;
@@ -104,7 +97,7 @@ pub async fn a_host_limit_counts_every_kind_on_the_host(store: S) {
 pub async fn concurrent_host_claims_never_exceed_the_max(store: S) {
     let mut all = tasks_of("ha", 30);
     all.extend(tasks_of("hb", 30));
-    enqueue(&*store, all).await;
+    put_all(&*store, all, t0()).await;
     let claimers: Vec<_> = (0..6)
         .map(|w| {
             let store = store.clone();
