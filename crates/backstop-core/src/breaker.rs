@@ -46,6 +46,19 @@ impl BreakerConfig {
     }
 }
 
+/// `[hosts."warehouse.internal"] breaker = { … }`: one breaker shared by every push kind whose
+/// `url` names the host. Their attempts are counted together, a trip pauses all of them (the
+/// pause is the host's, scope `host:<host>`), and the probes are shared: one at a time across
+/// the host's kinds, by the one process holding the host's probe lease.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostBreaker {
+    /// The host as the config names it ([`crate::limit::host_of`]).
+    pub host: String,
+    /// Every kind whose target is on the host, sorted.
+    pub kinds: Vec<String>,
+    pub config: BreakerConfig,
+}
+
 /// Trip when at least `ratio` of the attempts of the last `window` failed transiently, once
 /// there were at least `min_attempts` of them.
 #[derive(Clone, Debug, PartialEq)]

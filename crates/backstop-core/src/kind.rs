@@ -59,6 +59,9 @@ pub struct KindConfig {
     pub ordering: Option<crate::group::Ordering>,
     /// The circuit breaker ([`crate::breaker`]): `None` never trips.
     pub breaker: Option<crate::breaker::BreakerConfig>,
+    /// The breaker of its target host, shared with every push kind on the host
+    /// ([`crate::breaker::HostBreaker`]).
+    pub host_breaker: Option<crate::breaker::HostBreaker>,
     /// A 429 or 503 with `Retry-After` pauses the whole target host (every push kind on it)
     /// until then, not only the task that got it (on by default).
     pub pause_on_retry_after: bool,
@@ -133,6 +136,7 @@ impl KindConfig {
             paused: false,
             ordering: None,
             breaker: None,
+            host_breaker: None,
             pause_on_retry_after: true,
             requires: None,
             concurrency_limit: None,

@@ -118,8 +118,13 @@ pub enum Gate {
         since: Timestamp,
     },
     /// The breaker's cool-down is over: a few probes may run, one at a time; a success
-    /// closes the breaker, a failure trips it again.
-    Probing { trips: u32, reason: String },
+    /// closes the breaker, a failure trips it again. `scope` is the breaker's: the kind's own
+    /// or its target host's.
+    Probing {
+        trips: u32,
+        reason: String,
+        scope: String,
+    },
 }
 
 impl Gate {
@@ -148,6 +153,7 @@ impl Gate {
             Some(b) => Gate::Probing {
                 trips: b.trips,
                 reason: b.reason.clone(),
+                scope: b.scope.clone(),
             },
             None => Gate::Open,
         }
@@ -261,7 +267,8 @@ mod tests {
             Gate::of(&rows, at(100)),
             Gate::Probing {
                 trips: 3,
-                reason: "breaker".into()
+                reason: "breaker".into(),
+                scope: kind_scope("k"),
             }
         );
     }

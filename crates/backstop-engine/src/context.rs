@@ -5,7 +5,7 @@
 //! it; the `imports` test checks.
 
 use crate::alerts::event::{AlertEvent, AlertName};
-use crate::gate::KindGate;
+use crate::gate::{GateParams, KindGate, ScopeBreaker};
 use crate::metrics::{self, KindMetrics};
 use backstop_core::requires::Requires;
 use backstop_core::schedule::Schedule;
@@ -75,7 +75,15 @@ impl Kinds {
     pub(crate) fn new(configs: Vec<KindConfig>, machines: &HashMap<String, Machine>) -> Self {
         let mut entries = HashMap::new();
         let mut by_name = HashMap::new();
+        // One count per host with a breaker, shared by the gates of its kinds.
+        let mut host_breakers: HashMap<String, Arc<ScopeBreaker>> = HashMap::new();
         for config in configs {
+            let host_breaker = config.host_breaker.as_ref().map(|h| {
+                host_breakers
+                    .entry(h.host.clone())
+                    .or_insert_with(|| Arc::new(ScopeBreaker::of_host(h)))
+                    .clone()
+            });
             let delivery = match config.target {
                 Target::Pull => Delivery::Pulled,
                 _ => Delivery::Dispatched,
@@ -86,12 +94,14 @@ impl Kinds {
                 delivery,
                 wake: Notify::new(),
                 pulled: Mutex::new(None),
-                gate: KindGate::new(
-                    &config.name,
-                    paused_host(&config).as_deref(),
-                    config.paused,
-                    config.breaker.clone(),
-                ),
+                gate: KindGate::new(GateParams {
+                    kind: &config.name,
+                    host: push_host(&config).as_deref(),
+                    obeys_retry_after: config.pause_on_retry_after,
+                    config_paused: config.paused,
+                    breaker: config.breaker.clone(),
+                    host_breaker,
+                }),
                 guard: config.requires.clone().map(|requires| Guard {
                     // The builder checked that the machine is configured.
                     initial: machines
@@ -160,12 +170,10 @@ impl Kinds {
     }
 }
 
-/// The target host whose `Retry-After` pauses close a kind: a push kind's that pauses on it.
-fn paused_host(config: &KindConfig) -> Option<String> {
+/// The target host a push kind posts to.
+fn push_host(config: &KindConfig) -> Option<String> {
     match &config.target {
-        Target::HttpPush { url, .. } if config.pause_on_retry_after => {
-            backstop_core::limit::host_of(url)
-        }
+        Target::HttpPush { url, .. } => backstop_core::limit::host_of(url),
         _ => None,
     }
 }

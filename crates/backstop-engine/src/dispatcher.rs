@@ -15,6 +15,7 @@ use crate::pauses::probe_lease;
 use crate::pauses::trips::Trips;
 use backstop_core::StoreError;
 use backstop_core::clock::add;
+use backstop_core::pause::Gate;
 use backstop_core::store::{ClaimParams, ClaimedTask, LeadershipParams, LeaseRef, ReleaseParams};
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,6 +135,10 @@ impl Dispatcher {
             };
             let cap = cfg.concurrency + ahead;
             let running = cfg.concurrency - slots.available_permits();
+            if running == 0 && waiting == 0 && claiming.is_none() && starting.is_none() {
+                // No probe of this kind is under way here: the host's other kinds may send one.
+                probe.give_turn(slot);
+            }
             let room = cap.saturating_sub(running + waiting);
             // With nothing waiting, claim for the first free slot (low latency); with tasks
             // waiting, only once a quarter of the room is free (fewer, bigger commits). A
@@ -153,13 +158,14 @@ impl Dispatcher {
             let may_claim = if closed {
                 false
             } else if probing {
-                // One probe at a time, by the one process holding the probe lease.
+                // One probe at a time, by the one process holding the probe lease (and, of a
+                // host's breaker, by one of the host's kinds here at a time).
                 running == 0
                     && waiting == 0
                     && claiming.is_none()
                     && starting.is_none()
                     && !idle
-                    && probe.hold(slot).await
+                    && probe.take(slot).await
             } else {
                 room >= worth
             };
@@ -227,6 +233,7 @@ impl Dispatcher {
             claimed(slot, &slots, tasks, |t| left.push(t)).await;
         }
         give_back(slot, left).await;
+        probe.give_turn(slot);
     }
 }
 
@@ -252,18 +259,61 @@ async fn give_back(slot: &Slot, tasks: Vec<ClaimedTask>) {
     }
 }
 
-/// This process's hold on its kind's probe lease, while the kind is probing.
+/// This process's hold on the probe lease of the breaker its kind is probing (the kind's own,
+/// or its host's), and its turn to probe among the host's kinds here.
 #[derive(Default)]
 struct ProbeLease {
+    /// The lease's scope (a kind probing another breaker starts afresh).
+    scope: Option<String>,
     /// Held, to be renewed after this.
     renew_at: Option<Instant>,
     /// Refused: not asked again before this.
     retry_at: Option<Instant>,
+    /// The breaker whose turn this dispatcher holds, until its probe ends.
+    turn: Option<String>,
 }
 
 impl ProbeLease {
-    /// Takes or renews the probe lease (at most once per half lease); whether it is held.
-    async fn hold(&mut self, slot: &Slot) -> bool {
+    /// Takes this process's turn and the probe lease of the breaker being probed; whether a
+    /// probe may be sent.
+    async fn take(&mut self, slot: &Slot) -> bool {
+        let Gate::Probing { scope, .. } = slot.kind.gate.current() else {
+            return false;
+        };
+        if self.turn.is_none() {
+            let free = slot
+                .kind
+                .gate
+                .breaker_of(&scope)
+                .is_none_or(|b| b.take_probe());
+            if !free {
+                return false;
+            }
+            self.turn = Some(scope.clone());
+        }
+        if self.hold(slot, scope).await {
+            return true;
+        }
+        self.give_turn(slot);
+        false
+    }
+
+    /// Gives the turn back: no probe of this kind is under way.
+    fn give_turn(&mut self, slot: &Slot) {
+        if let Some(scope) = self.turn.take()
+            && let Some(b) = slot.kind.gate.breaker_of(&scope)
+        {
+            b.give_probe();
+        }
+    }
+
+    /// Takes or renews the probe lease of `scope` (at most once per half lease); whether it is
+    /// held.
+    async fn hold(&mut self, slot: &Slot, scope: String) -> bool {
+        if self.scope.as_deref() != Some(scope.as_str()) {
+            self.renew_at = None;
+            self.retry_at = None;
+        }
         let now = Instant::now();
         if self.renew_at.is_some_and(|t| now < t) {
             return true;
@@ -277,12 +327,13 @@ impl ProbeLease {
             .trips
             .cluster
             .acquire_leadership(LeadershipParams {
-                name: probe_lease(&slot.kind.gate.scope),
+                name: probe_lease(&scope),
                 owner: slot.owner.to_string(),
                 now: at,
                 until: add(at, lease),
             })
             .await;
+        self.scope = Some(scope);
         match r {
             Ok(l) if l.held_by(&slot.owner) => {
                 self.renew_at = Some(now + lease / 2);

@@ -5,11 +5,11 @@
 //!
 //! A leaf of the crate: it imports only the domain and tokio, so the kind registry can hold it.
 
-use backstop_core::breaker::{Breaker, BreakerConfig, Seen};
+use backstop_core::breaker::{Breaker, BreakerConfig, HostBreaker, Seen};
 use backstop_core::pause::{Gate, PauseCause, PauseRecord, host_scope, kind_scope};
 use jiff::Timestamp;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -28,38 +28,123 @@ fn mode_of(g: &Gate) -> u8 {
     }
 }
 
-/// One kind's gate and breaker count.
+/// One breaker's count in this process: a kind's own, or its target host's, shared by the
+/// gates of every kind on the host.
+pub(crate) struct ScopeBreaker {
+    /// The scope its trips are written under (`kind:<name>`, `host:<host>`).
+    pub(crate) scope: String,
+    pub(crate) config: BreakerConfig,
+    /// A host's breaker: the host and its kinds, for the words of a trip.
+    pub(crate) host: Option<(String, Vec<String>)>,
+    count: Mutex<Breaker>,
+    probes: Mutex<u32>,
+    /// Held by the dispatcher sending this breaker's probe in this process: a host's kinds
+    /// take turns, so that the host gets one probe at a time, not one per kind.
+    probing: AtomicBool,
+}
+
+impl ScopeBreaker {
+    /// A kind's own breaker.
+    pub(crate) fn of_kind(kind: &str, config: BreakerConfig) -> Self {
+        Self::new(kind_scope(kind), config, None)
+    }
+
+    /// A host's breaker, shared by its kinds.
+    pub(crate) fn of_host(h: &HostBreaker) -> Self {
+        Self::new(
+            host_scope(&h.host),
+            h.config.clone(),
+            Some((h.host.clone(), h.kinds.clone())),
+        )
+    }
+
+    fn new(scope: String, config: BreakerConfig, host: Option<(String, Vec<String>)>) -> Self {
+        ScopeBreaker {
+            scope,
+            config,
+            host,
+            count: Mutex::new(Breaker::default()),
+            probes: Mutex::new(0),
+            probing: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts an attempt that ran while the gate was open; returns why the breaker trips.
+    fn count(&self, seen: Seen, now: Instant) -> Option<String> {
+        self.count
+            .lock()
+            .expect("not poisoned")
+            .record(&self.config, seen, now)
+    }
+
+    /// Counts a probe that succeeded; returns whether enough have, in a row, to close it.
+    pub(crate) fn probe_succeeded(&self) -> bool {
+        let mut n = self.probes.lock().expect("not poisoned");
+        *n += 1;
+        *n >= self.config.probes.max(1)
+    }
+
+    /// Forgets the counts (it tripped, or closed, or a person resumed).
+    pub(crate) fn reset(&self) {
+        self.count.lock().expect("not poisoned").reset();
+        *self.probes.lock().expect("not poisoned") = 0;
+    }
+
+    /// Takes this process's turn to probe; whether it was free.
+    pub(crate) fn take_probe(&self) -> bool {
+        self.probing
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Gives the turn back (the probe ended, or none was sent).
+    pub(crate) fn give_probe(&self) {
+        self.probing.store(false, Ordering::Release);
+    }
+}
+
+/// One kind's gate and its breakers' counts.
 pub(crate) struct KindGate {
     pub(crate) scope: String,
-    /// The scope of its target host's pauses, which close it too (a push kind that pauses on
-    /// `Retry-After`); `None` for every other kind.
+    /// The scope of its target host's pauses, which close it too: a push kind that pauses on
+    /// `Retry-After`, or whose host has a breaker; `None` for every other kind.
     pub(crate) host_scope: Option<String>,
+    /// Whether the host's `Retry-After` pauses close it (`pause_on_retry_after`).
+    obeys_retry_after: bool,
     state: watch::Sender<Gate>,
     /// The gate's kind ([`OPEN`], [`CLOSED`], [`PROBING`]), kept beside it so that the hot
     /// path (each dispatcher turn, each attempt's end) reads one atomic, not the watch's lock.
     mode: AtomicU8,
     config_paused: bool,
-    breaker: Option<BreakerConfig>,
-    count: Mutex<Breaker>,
-    probes: Mutex<u32>,
+    /// Its own breaker.
+    own: Option<ScopeBreaker>,
+    /// Its host's breaker, the same one in every gate of the host's kinds.
+    host: Option<Arc<ScopeBreaker>>,
+}
+
+/// What a gate is made of.
+pub(crate) struct GateParams<'a> {
+    pub(crate) kind: &'a str,
+    /// The kind's target host (push kinds).
+    pub(crate) host: Option<&'a str>,
+    pub(crate) obeys_retry_after: bool,
+    pub(crate) config_paused: bool,
+    pub(crate) breaker: Option<BreakerConfig>,
+    pub(crate) host_breaker: Option<Arc<ScopeBreaker>>,
 }
 
 impl KindGate {
-    pub(crate) fn new(
-        kind: &str,
-        host: Option<&str>,
-        config_paused: bool,
-        breaker: Option<BreakerConfig>,
-    ) -> Self {
+    pub(crate) fn new(p: GateParams<'_>) -> Self {
+        let governed_by_host = p.obeys_retry_after || p.host_breaker.is_some();
         let gate = KindGate {
-            scope: kind_scope(kind),
-            host_scope: host.map(host_scope),
+            scope: kind_scope(p.kind),
+            host_scope: p.host.filter(|_| governed_by_host).map(host_scope),
+            obeys_retry_after: p.obeys_retry_after,
             state: watch::Sender::new(Gate::Open),
             mode: AtomicU8::new(OPEN),
-            config_paused,
-            breaker,
-            count: Mutex::new(Breaker::default()),
-            probes: Mutex::new(0),
+            config_paused: p.config_paused,
+            own: p.breaker.map(|b| ScopeBreaker::of_kind(p.kind, b)),
+            host: p.host_breaker,
         };
         gate.set(&[], Timestamp::UNIX_EPOCH);
         gate
@@ -90,9 +175,20 @@ impl KindGate {
         self.state.subscribe()
     }
 
-    /// Whether a pause row of `scope` is this kind's: its own or its host's.
-    pub(crate) fn governed_by(&self, scope: &str) -> bool {
-        self.scope == scope || self.host_scope.as_deref() == Some(scope)
+    /// Whether a pause row is this kind's: any of its own; of its host's, a `Retry-After` when
+    /// it obeys them and a breaker's when the host has one.
+    pub(crate) fn governed_by(&self, r: &PauseRecord) -> bool {
+        if r.scope == self.scope {
+            return true;
+        }
+        if self.host_scope.as_deref() != Some(r.scope.as_str()) {
+            return false;
+        }
+        match r.cause {
+            PauseCause::RetryAfter => self.obeys_retry_after,
+            PauseCause::Breaker => self.host.is_some(),
+            PauseCause::Manual => true,
+        }
     }
 
     /// Sets the gate from this kind's pause rows (its own and its host's) at `now`; returns
@@ -114,9 +210,6 @@ impl KindGate {
             if *g == next {
                 return false;
             }
-            if !matches!(next, Gate::Probing { .. }) {
-                *self.probes.lock().expect("not poisoned") = 0;
-            }
             self.mode.store(mode_of(&next), Ordering::Release);
             old = Some(std::mem::replace(g, next));
             true
@@ -137,32 +230,26 @@ impl KindGate {
         });
     }
 
-    /// The breaker's settings, if the kind has one.
-    pub(crate) fn breaker(&self) -> Option<&BreakerConfig> {
-        self.breaker.as_ref()
+    /// Its breakers: its own, then its host's.
+    pub(crate) fn breakers(&self) -> impl Iterator<Item = &ScopeBreaker> {
+        self.own.iter().chain(self.host.as_deref())
     }
 
-    /// Counts an attempt that ran while the gate was open; returns why the breaker trips.
-    pub(crate) fn count(&self, seen: Seen, now: Instant) -> Option<String> {
-        let cfg = self.breaker.as_ref()?;
-        self.count
-            .lock()
-            .expect("not poisoned")
-            .record(cfg, seen, now)
+    /// The breaker whose pauses are kept under `scope`.
+    pub(crate) fn breaker_of(&self, scope: &str) -> Option<&ScopeBreaker> {
+        self.breakers().find(|b| b.scope == scope)
     }
 
-    /// Counts a probe that succeeded; returns whether enough have, in a row, to close the
-    /// breaker.
-    pub(crate) fn probe_succeeded(&self) -> bool {
-        let need = self.breaker.as_ref().map_or(1, |b| b.probes.max(1));
-        let mut n = self.probes.lock().expect("not poisoned");
-        *n += 1;
-        *n >= need
+    /// Counts an attempt that ran while the gate was open on each of its breakers; returns the
+    /// ones that trip, with why.
+    pub(crate) fn count(&self, seen: Seen, now: Instant) -> Vec<(&ScopeBreaker, String)> {
+        self.breakers()
+            .filter_map(|b| b.count(seen, now).map(|why| (b, why)))
+            .collect()
     }
 
-    /// Forgets the breaker's counts (it tripped, or closed).
+    /// Forgets every breaker's counts (a person resumed the kind).
     pub(crate) fn reset(&self) {
-        self.count.lock().expect("not poisoned").reset();
-        *self.probes.lock().expect("not poisoned") = 0;
+        self.breakers().for_each(ScopeBreaker::reset);
     }
 }

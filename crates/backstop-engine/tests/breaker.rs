@@ -1,6 +1,7 @@
 //! Backing off a sick downstream: a real HTTP target on loopback that goes down returns a
 //! bounded number of requests (a trip, then probes), not a storm of retries; when it recovers
-//! everything arrives and the alerts say so once. A `Retry-After` pauses the whole kind (and its host); a
+//! everything arrives and the alerts say so once. A host's breaker counts the failures of every
+//! kind posting to it and probes it once at a time. A `Retry-After` pauses the whole kind (and its host); a
 //! pause by hand, made from another engine on the same ledger, holds every task until resumed.
 
 use axum::Router;
@@ -9,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use backstop_core::breaker::BreakerConfig;
+use backstop_core::breaker::{BreakerConfig, HostBreaker};
 use backstop_core::store::{CountsParams, GetByKeyParams, ListParams, PausesParams};
 use backstop_core::{KindConfig, Outcome, RetryPolicy, Store, Target};
 use backstop_engine::alerts::{AlertFormat, AlertName, AlertOptions, AlertSink};
@@ -39,6 +40,9 @@ struct Target_ {
     while_down: AtomicU64,
     accepted: Mutex<Vec<(String, Instant)>>,
     refused_at: Mutex<Vec<Instant>>,
+    /// How long a 503 takes (ms), and when each one began and ended.
+    down_answer_ms: AtomicU64,
+    down_spans: Mutex<Vec<(Instant, Instant)>>,
 }
 
 async fn target() -> (String, Arc<Target_>) {
@@ -56,6 +60,12 @@ async fn target() -> (String, Arc<Target_>) {
             .to_string();
         if t.down.load(Ordering::SeqCst) {
             t.while_down.fetch_add(1, Ordering::SeqCst);
+            let began = Instant::now();
+            let ms = t.down_answer_ms.load(Ordering::SeqCst);
+            if ms > 0 {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            t.down_spans.lock().unwrap().push((began, Instant::now()));
             return StatusCode::SERVICE_UNAVAILABLE.into_response();
         }
         let wait = t
@@ -272,6 +282,112 @@ async fn a_target_down_for_a_while_gets_a_bounded_number_of_probes_and_everythin
     assert!(after.pauses.is_empty(), "{after:?}");
     assert_eq!(after.history[0].action, "resume");
     assert_eq!(after.history[0].reason, "a probe succeeded");
+}
+
+/// A breaker of the target host: two kinds post to one host that goes down. Neither has a breaker
+/// of its own; their failures are counted together, the trip pauses both, and the host gets one
+/// probe at a time across them (each 503 takes 40 ms, so two probes sent together would
+/// overlap). When it recovers, both kinds deliver everything and the alerts say so once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_breaker_counts_every_kind_on_the_host_and_probes_it_once_at_a_time() {
+    let (store, _dir) = store().await;
+    let (url, t) = target().await;
+    let (alerts_url, alerts) = sink().await;
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/hook")
+        .to_string();
+    let mut config = BreakerConfig::new(6, Duration::from_millis(200));
+    config.max_cool_down = Duration::from_millis(800);
+    let shared = HostBreaker {
+        host: host.clone(),
+        kinds: vec!["warehouse.stock".into(), "warehouse.sync".into()],
+        config,
+    };
+    let mut first = push(&url);
+    first.host_breaker = Some(shared.clone());
+    let mut other = push(&url);
+    other.name = "warehouse.stock".into();
+    other.host_breaker = Some(shared);
+    t.down.store(true, Ordering::SeqCst);
+    t.down_answer_ms.store(40, Ordering::SeqCst);
+    let sinks = AlertOptions {
+        sinks: vec![AlertSink {
+            name: "ops".into(),
+            url: alerts_url,
+            format: AlertFormat::Generic,
+            events: vec![AlertName::TargetUnhealthy, AlertName::TargetRecovered],
+            secret: None,
+        }],
+        window: Duration::from_millis(100),
+        failure_rate: None,
+    };
+    let (engine, stop, handle) = run_kinds(&store, vec![first, other], Some(sinks));
+    engine
+        .enqueue_many(
+            (0..100)
+                .map(|n| req("warehouse.sync", n))
+                .chain((100..200).map(|n| req("warehouse.stock", n)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let scope = format!("host:{host}");
+    wait_until("the host's breaker pause", async || {
+        let rows = store.pauses(PausesParams::default()).await.unwrap();
+        rows.iter()
+            .any(|r| r.scope == scope && r.cause.as_str() == "breaker")
+    })
+    .await;
+    let tripped = Instant::now();
+    for kind in ["warehouse.sync", "warehouse.stock"] {
+        let v = engine.kind_pause(kind).await.unwrap();
+        assert_eq!(v.state, "paused", "{v:?}");
+        assert!(
+            v.reason
+                .as_deref()
+                .is_some_and(|r| r.contains(&format!("at host {host}"))),
+            "{v:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = t.while_down.load(Ordering::SeqCst);
+    t.down.store(false, Ordering::SeqCst);
+    eprintln!("the host saw {during} requests in its outage");
+    // 6 failures trip it, up to 8 more were running; then one probe per cool-down (200, 400,
+    // 800, 800 … ms: about five in three seconds). Without a shared count neither kind would
+    // trip: each retries every 20–100 ms, thousands of requests.
+    assert!(
+        (6..=40).contains(&during),
+        "the host saw {during} requests while down"
+    );
+    // Once what was running when it tripped had ended, the host never had two requests at once.
+    let spans = t.down_spans.lock().unwrap().clone();
+    let probes: Vec<_> = spans
+        .iter()
+        .filter(|s| s.0 > tripped + Duration::from_millis(150))
+        .collect();
+    assert!(!probes.is_empty(), "no probe was sent: {spans:?}");
+    for a in &probes {
+        let overlapping = probes.iter().filter(|b| b.0 < a.1 && a.0 < b.1).count();
+        assert_eq!(overlapping, 1, "two probes at once: {probes:?}");
+    }
+    wait_until("every task of both kinds delivered", async || {
+        succeeded(&store, "warehouse.sync").await == 100
+            && succeeded(&store, "warehouse.stock").await == 100
+    })
+    .await;
+    wait_until("the recovery alert", async || {
+        alerts.lock().unwrap().len() >= 2
+    })
+    .await;
+    stop.send(()).unwrap();
+    handle.await.unwrap();
+    let got = alerts.lock().unwrap().clone();
+    let names: Vec<&str> = got.iter().map(|a| a["event"].as_str().unwrap()).collect();
+    assert_eq!(names, ["target.unhealthy", "target.recovered"], "{got:?}");
+    let rows = store.pauses(PausesParams::default()).await.unwrap();
+    assert!(rows.is_empty(), "the breaker closed: {rows:?}");
 }
 
 /// A 429 with `Retry-After: 1` pauses the whole kind for a second, not only the task that

@@ -139,6 +139,26 @@ impl Engine {
                 now: self.ctx.clock.now(),
             })
             .await?;
+        // A breaker of its host is the person's to clear too: they say the target is back.
+        // The host's own `Retry-After` is not: the host said when to come back.
+        let host_breaker = self.ctx.kinds.get(kind).and_then(|k| {
+            k.gate
+                .breakers()
+                .find(|b| b.host.is_some())
+                .map(|b| b.scope.clone())
+        });
+        if let Some(scope) = host_breaker {
+            self.ctx
+                .store
+                .resume(ResumeParams {
+                    scope,
+                    causes: vec![PauseCause::Breaker],
+                    reason: format!("{reason} (by resuming {kind})"),
+                    by: by.to_string(),
+                    now: self.ctx.clock.now(),
+                })
+                .await?;
+        }
         if let Some(k) = self.ctx.kinds.get(kind) {
             k.gate.reset();
         }
@@ -163,7 +183,7 @@ impl Engine {
         let rows: Vec<PauseRecord> = match self.ctx.kinds.get(kind) {
             Some(k) => all
                 .iter()
-                .filter(|r| k.gate.governed_by(&r.scope))
+                .filter(|r| k.gate.governed_by(r))
                 .cloned()
                 .collect(),
             None => all.iter().filter(|r| r.scope == scope).cloned().collect(),

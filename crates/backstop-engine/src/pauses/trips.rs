@@ -7,6 +7,7 @@
 use super::probe_lease;
 use crate::alerts::event::{AlertEvent, AlertName};
 use crate::context::{AlertHub, Kind, Kinds};
+use crate::gate::ScopeBreaker;
 use backstop_core::breaker::Seen;
 use backstop_core::clock::add;
 use backstop_core::duration::format_duration;
@@ -49,19 +50,22 @@ impl Trips {
         // counts nothing. An attempt that ends while the kind is closed started before the
         // pause: its outcome says nothing new.
         if kind.gate.is_open() {
-            if let Some(why) = kind.gate.count(seen, Instant::now()) {
-                notes.push(self.trip(kind, 1, why));
+            for (b, why) in kind.gate.count(seen, Instant::now()) {
+                notes.push(self.trip(kind, b, 1, why));
             }
-        } else if let Gate::Probing { trips, .. } = kind.gate.current() {
+        } else if let Gate::Probing { trips, scope, .. } = kind.gate.current() {
             let succeeded = seen == Seen::Answered;
             crate::metrics::breaker_probe(&kind.config.name, succeeded);
-            notes.push(if !succeeded {
-                self.trip(kind, trips + 1, "a probe failed".to_string())
-            } else if kind.gate.probe_succeeded() {
-                self.close(kind);
-                "probe succeeded: the breaker closes".to_string()
-            } else {
-                "probe succeeded".to_string()
+            let breaker = kind.gate.breaker_of(&scope);
+            notes.push(match breaker {
+                Some(b) if !succeeded => self.trip(kind, b, trips + 1, "a probe failed".into()),
+                Some(b) if !b.probe_succeeded() => "probe succeeded".to_string(),
+                // A breaker no longer configured: the first answer closes what it left.
+                None if !succeeded => "a probe failed".to_string(),
+                _ => {
+                    self.close(kind, breaker, scope);
+                    "probe succeeded: the breaker closes".to_string()
+                }
             });
         }
         (!notes.is_empty()).then(|| notes.join("; "))
@@ -123,7 +127,7 @@ impl Trips {
         // The registry holds this kind too (every kind is built into it): it is governed by the
         // scope it writes.
         for k in self.kinds.all() {
-            if k.gate.governed_by(&record.scope) {
+            if k.gate.governed_by(&record) {
                 k.gate.force(closed.clone());
             }
         }
@@ -134,20 +138,22 @@ impl Trips {
         ))
     }
 
-    /// Writes the `trips`-th trip in a row; returns the note.
-    fn trip(&self, kind: &Kind, trips: u32, why: String) -> String {
-        let Some(cfg) = kind.gate.breaker() else {
-            return why;
-        };
-        kind.gate.reset();
-        let wait = cool_down(cfg.cool_down, cfg.max_cool_down, trips);
+    /// Writes the `trips`-th trip in a row of breaker `b` (the kind's own or its host's);
+    /// returns the note.
+    fn trip(&self, kind: &Kind, b: &ScopeBreaker, trips: u32, why: String) -> String {
+        b.reset();
+        let wait = cool_down(b.config.cool_down, b.config.max_cool_down, trips);
         let now = self.clock.now();
+        let at = match &b.host {
+            Some((host, kinds)) => format!(" at host {host} (its kinds {})", kinds.join(", ")),
+            None => String::new(),
+        };
         let reason = format!(
-            "{why}; cool-down {} (trip {trips} in a row)",
+            "{why}{at}; cool-down {} (trip {trips} in a row)",
             format_duration(wait)
         );
         let record = PauseRecord {
-            scope: kind.gate.scope.clone(),
+            scope: b.scope.clone(),
             cause: PauseCause::Breaker,
             reason: reason.clone(),
             until: Some(add(now, wait)),
@@ -165,13 +171,19 @@ impl Trips {
                 kind.config.name
             ),
         });
-        kind.gate.force(Gate::Closed {
+        // Closed here at once: the kind, and every kind here on the host when it is the host's.
+        let closed = Gate::Closed {
             cause: PauseCause::Breaker,
             reason: reason.clone(),
             until: record.until,
             by: record.by.clone(),
             since: now,
-        });
+        };
+        for k in self.kinds.all() {
+            if k.gate.governed_by(&record) {
+                k.gate.force(closed.clone());
+            }
+        }
         self.write(kind, record, alert);
         format!("tripped the breaker: {reason}")
     }
@@ -203,12 +215,15 @@ impl Trips {
         });
     }
 
-    /// Closes the breaker: clears its pause and any `Retry-After`.
-    fn close(&self, kind: &Kind) {
-        kind.gate.reset();
+    /// Closes the breaker of `scope` (`b`, when still configured): clears its pause and any
+    /// `Retry-After` of the same scope.
+    fn close(&self, kind: &Kind, b: Option<&ScopeBreaker>, scope: String) {
+        if let Some(b) = b {
+            b.reset();
+        }
         let this = self.clone();
         let name = kind.config.name.clone();
-        let scope = kind.gate.scope.clone();
+        let host = scope_host(&scope).map(|h| format!(" (host {h})"));
         tokio::spawn(async move {
             let r = this
                 .pauses
@@ -220,14 +235,15 @@ impl Trips {
                     now: this.clock.now(),
                 })
                 .await;
+            let host = host.unwrap_or_default();
             match r {
                 Ok(removed) if removed.iter().any(|p| p.cause == PauseCause::Breaker) => {
-                    tracing::info!(kind = %name, "target recovered: the breaker closed");
+                    tracing::info!(kind = %name, %scope, "target recovered: the breaker closed");
                     this.alerts.raise(AlertEvent {
                         name: AlertName::TargetRecovered,
                         kind: Some(name.clone()),
                         task: None,
-                        detail: format!("{name}: a probe succeeded; dispatch resumed"),
+                        detail: format!("{name}{host}: a probe succeeded; dispatch resumed"),
                     });
                     this.resign(super::probe_lease(&scope)).await;
                     this.kinds.pauses_changed.notify_one();

@@ -63,6 +63,8 @@ pub(crate) fn apply(kinds: &Kinds, rows: Vec<PauseRecord>, now: jiff::Timestamp)
         let joined: Vec<PauseRecord>;
         let rows = match host {
             Some(h) => {
+                // The host's rows that are this kind's: a `Retry-After` only when it obeys them.
+                let h = h.iter().filter(|r| kind.gate.governed_by(r));
                 joined = own.iter().chain(h).cloned().collect();
                 &joined
             }

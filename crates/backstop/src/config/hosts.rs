@@ -1,15 +1,18 @@
-//! `[hosts."warehouse.internal"]`: limits of a target host, shared by every push kind whose
-//! `url` names it, in every process (`backstop_core::limit::host`).
+//! `[hosts."warehouse.internal"]`: a target host's limit and breaker, shared by every push kind
+//! whose `url` names it, in every process (`backstop_core::limit::host`,
+//! `backstop_core::breaker::HostBreaker`).
 //!
 //! ```toml
 //! [hosts."warehouse.internal"]
-//! concurrency = 8     # at most 8 attempts at once across all its kinds
+//! concurrency = 8                                  # at most 8 attempts at once across its kinds
+//! breaker = { failures = 20, cool_down = "30s" }   # their failures counted together
 //! ```
 //!
 //! A host is named as in its kinds' URLs, in lower case, with `:port` when a URL gives a port
 //! other than its scheme's default (`127.0.0.1:8080`).
 
 use super::{ConfigError, Invalid};
+use backstop_core::breaker::HostBreaker;
 use backstop_core::kind::{KindConfig, Target};
 use backstop_core::limit::{HostMax, host_of};
 use serde::Deserialize;
@@ -19,10 +22,11 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHost {
     concurrency: Option<i64>,
+    breaker: Option<super::breaker::RawBreaker>,
 }
 
-/// Checks every host and gives each push kind on a limited host its share of the limit; an
-/// error names the host's key and the field (`hosts."warehouse.internal".concurrency`).
+/// Checks every host and gives each push kind on it the host's limit and breaker; an error
+/// names the host's key and the field (`hosts."warehouse.internal".concurrency`).
 pub(super) fn hosts(
     raw: BTreeMap<String, RawHost>,
     kinds: &mut [KindConfig],
@@ -35,25 +39,34 @@ pub(super) fn hosts(
     for (name, h) in raw {
         let key = format!("hosts.{name:?}");
         let max = match h.concurrency {
-            Some(n) if n >= 1 => u32::try_from(n).map_err(|_| {
+            Some(n) if n >= 1 => Some(u32::try_from(n).map_err(|_| {
                 invalid(
                     format!("{key}.concurrency"),
                     format!("{n} is too large: give at most {}", u32::MAX),
                 )
-            })?,
+            })?),
             Some(n) => {
                 return Err(invalid(
                     format!("{key}.concurrency"),
                     format!("{n} would never let an attempt start: give at least 1"),
                 ));
             }
-            None => {
-                return Err(invalid(
-                    format!("{key}.concurrency"),
-                    "missing: give the most attempts at once across the host's kinds".into(),
-                ));
-            }
+            None => None,
         };
+        let breaker = match h.breaker {
+            Some(b) => Some(
+                super::breaker::breaker(b)
+                    .map_err(|(f, m)| invalid(format!("{key}.breaker.{f}"), m))?,
+            ),
+            None => None,
+        };
+        if max.is_none() && breaker.is_none() {
+            return Err(invalid(
+                format!("{key}.concurrency"),
+                "missing: give the most attempts at once across the host's kinds, or a breaker"
+                    .into(),
+            ));
+        }
         let on_host: Vec<String> = kinds
             .iter()
             .filter(|k| host_of_kind(k).as_deref() == Some(name.as_str()))
@@ -75,13 +88,19 @@ pub(super) fn hosts(
                 ),
             ));
         }
-        let limit = HostMax {
+        let limit = max.map(|max| HostMax {
             host: name.clone(),
             kinds: on_host.clone(),
             max,
-        };
+        });
+        let breaker = breaker.map(|config| HostBreaker {
+            host: name.clone(),
+            kinds: on_host.clone(),
+            config,
+        });
         for k in kinds.iter_mut().filter(|k| on_host.contains(&k.name)) {
-            k.host_limit = Some(limit.clone());
+            k.host_limit = limit.clone();
+            k.host_breaker = breaker.clone();
         }
     }
     Ok(())
@@ -123,6 +142,28 @@ url = "http://127.0.0.1:8080/sms"
     }
 
     #[test]
+    fn a_host_breaker_is_shared_by_every_kind_on_the_host() {
+        let c = Config::parse(
+            &format!(
+                "{KINDS}\n[hosts.\"warehouse.internal\"]\nbreaker = {{ failures = 5, cool_down = \"10s\" }}\n"
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        let of = |name: &str| c.kinds.iter().find(|k| k.name == name).unwrap();
+        let b = of("stock.sync").host_breaker.clone().expect("a breaker");
+        assert_eq!(b.host, "warehouse.internal");
+        assert_eq!(b.kinds, ["order.ship", "stock.sync"]);
+        assert_eq!(b.config.failures, 5);
+        assert_eq!(b.config.cool_down, std::time::Duration::from_secs(10));
+        assert_eq!(of("order.ship").host_breaker, Some(b));
+        // A breaker alone is no limit, and the kind's own breaker is untouched.
+        assert_eq!(of("stock.sync").host_limit, None);
+        assert_eq!(of("stock.sync").breaker, None);
+        assert_eq!(of("sms.send").host_breaker, None);
+    }
+
+    #[test]
     fn a_bad_host_limit_names_the_field() {
         for (hosts, key, says) in [
             (
@@ -134,6 +175,11 @@ url = "http://127.0.0.1:8080/sms"
                 "[hosts.\"warehouse.internal\"]\n",
                 "hosts.\"warehouse.internal\".concurrency",
                 "missing",
+            ),
+            (
+                "[hosts.\"warehouse.internal\"]\nbreaker = { probes = 0 }",
+                "hosts.\"warehouse.internal\".breaker.probes",
+                "at least 1",
             ),
             (
                 "[hosts.\"127.0.0.1\"]\nconcurrency = 2",
