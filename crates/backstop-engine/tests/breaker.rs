@@ -599,3 +599,64 @@ async fn a_pause_by_hand_from_another_process_holds_every_task_until_resumed() {
     stop.send(()).unwrap();
     handle.await.unwrap();
 }
+
+/// A person resuming one kind of a host whose breaker tripped says the target is back: the
+/// host's breaker pause goes (for every kind on it), long before its cool-down would end, and
+/// the history of the host keeps who did it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_kind_by_hand_clears_its_hosts_breaker() {
+    let (store, _dir) = store().await;
+    let (url, t) = target().await;
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/hook")
+        .to_string();
+    let shared = HostBreaker {
+        host: host.clone(),
+        kinds: vec!["warehouse.stock".into(), "warehouse.sync".into()],
+        config: BreakerConfig::new(3, Duration::from_secs(60)),
+    };
+    let mut first = push(&url);
+    first.host_breaker = Some(shared.clone());
+    let mut other = push(&url);
+    other.name = "warehouse.stock".into();
+    other.host_breaker = Some(shared);
+    t.down.store(true, Ordering::SeqCst);
+    let (engine, stop, handle) = run_kinds(&store, vec![first, other], None);
+    engine
+        .enqueue_many((0..10).map(|n| req("warehouse.sync", n)).collect())
+        .await
+        .unwrap();
+    wait_until("the host's breaker pause", async || {
+        let v = engine.kind_pause("warehouse.stock").await.unwrap();
+        v.state == "paused" && v.cause == Some("breaker")
+    })
+    .await;
+    t.down.store(false, Ordering::SeqCst);
+    let v = engine
+        .resume_kind("warehouse.stock", "the warehouse is back", "ops")
+        .await
+        .unwrap();
+    assert_eq!(v.state, "open", "{v:?}");
+    wait_until(
+        "every task delivered well within the cool-down",
+        async || succeeded(&store, "warehouse.sync").await == 10,
+    )
+    .await;
+    let rows = store.pauses(PausesParams::default()).await.unwrap();
+    assert!(rows.is_empty(), "{rows:?}");
+    let h = store
+        .pause_history(backstop_core::store::PauseHistoryParams {
+            scope: format!("host:{host}"),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(h[0].action.as_str(), "resume", "{h:?}");
+    assert_eq!(
+        (h[0].reason.as_str(), h[0].by.as_str()),
+        ("the warehouse is back (by resuming warehouse.stock)", "ops")
+    );
+    stop.send(()).unwrap();
+    handle.await.unwrap();
+}

@@ -70,6 +70,48 @@ pub struct KindView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     limits: Option<serde_json::Value>,
+    /// Its circuit breakers as configured: `kind` (its own) and `host` (its target host's,
+    /// counting the `kinds` listed together), each with `failures`, `cool_down`,
+    /// `max_cool_down`, `probes` and, when set, `failure_rate`, `window`, `min_attempts`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    breaker: Option<serde_json::Value>,
+}
+
+/// A kind's configured breakers, for its view.
+fn breaker_view(k: &backstop_core::KindConfig) -> Option<serde_json::Value> {
+    fn one(
+        b: &backstop_core::breaker::BreakerConfig,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let mut v = serde_json::Map::new();
+        v.insert("failures".into(), b.failures.into());
+        v.insert("cool_down".into(), format_duration(b.cool_down).into());
+        v.insert(
+            "max_cool_down".into(),
+            format_duration(b.max_cool_down).into(),
+        );
+        v.insert("probes".into(), b.probes.into());
+        if let Some(r) = &b.rate {
+            v.insert("failure_rate".into(), r.ratio.into());
+            v.insert("window".into(), format_duration(r.window).into());
+            v.insert("min_attempts".into(), r.min_attempts.into());
+        }
+        v
+    }
+    if k.breaker.is_none() && k.host_breaker.is_none() {
+        return None;
+    }
+    let mut v = serde_json::Map::new();
+    if let Some(b) = &k.breaker {
+        v.insert("kind".into(), one(b).into());
+    }
+    if let Some(h) = &k.host_breaker {
+        let mut b = one(&h.config);
+        b.insert("host".into(), h.host.clone().into());
+        b.insert("kinds".into(), h.kinds.clone().into());
+        v.insert("host".into(), b.into());
+    }
+    Some(serde_json::Value::Object(v))
 }
 
 /// A kind's configured limits per key, for its view.
@@ -186,6 +228,7 @@ async fn list(State(state): State<AppState>) -> Result<Json<KindList>, Problem> 
                 .collect(),
             dispatch: engine.dispatch_state(name).unwrap_or("open"),
             limits: limits_view(k),
+            breaker: breaker_view(k),
         });
     }
     Ok(Json(KindList { kinds }))

@@ -184,3 +184,48 @@ async fn bad_overrides_are_refused_with_a_reason_and_change_nothing() {
     assert_eq!(key["history"], json!([]), "nothing recorded: {key}");
     api.stop().await;
 }
+
+/// `GET /v1/kinds` shows each kind's breakers: its own and its target host's, with the kinds
+/// that share the host's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kinds_listing_shows_a_hosts_breaker_and_its_kinds() {
+    let mut a = crate::harness::push("stock.sync");
+    let mut b = crate::harness::push("order.ship");
+    let host = backstop_core::breaker::HostBreaker {
+        host: "127.0.0.1:9".into(),
+        kinds: vec!["order.ship".into(), "stock.sync".into()],
+        config: backstop_core::breaker::BreakerConfig::new(5, std::time::Duration::from_secs(10)),
+    };
+    a.host_breaker = Some(host.clone());
+    b.host_breaker = Some(host);
+    b.breaker = Some(backstop_core::breaker::BreakerConfig::new(
+        20,
+        std::time::Duration::from_secs(30),
+    ));
+    let api = Api::start(Setup {
+        kinds: vec![a, b, crate::harness::pull("plain")],
+        ..Setup::default()
+    })
+    .await;
+    let (s, kinds) = api.get("/v1/kinds").await;
+    assert_eq!(s, 200, "{kinds}");
+    let of = |name: &str| {
+        kinds["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        of("stock.sync")["breaker"],
+        json!({"host": {"host": "127.0.0.1:9", "kinds": ["order.ship", "stock.sync"],
+            "failures": 5, "cool_down": "10s", "max_cool_down": "320s", "probes": 1}}),
+    );
+    let ship = of("order.ship");
+    assert_eq!(ship["breaker"]["kind"]["failures"], 20, "{ship}");
+    assert_eq!(ship["breaker"]["host"]["failures"], 5, "{ship}");
+    assert!(of("plain").get("breaker").is_none());
+    api.stop().await;
+}
