@@ -9,6 +9,7 @@ use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::parse_id;
 use crate::shapes::chunks;
+use crate::stmt_cache::StmtCache;
 use backstop_core::StoreError;
 use backstop_core::group::OnFailure;
 use backstop_core::store::{ClaimParams, ClaimedTask};
@@ -65,13 +66,14 @@ pub(crate) static HOLD_SQL: LazyLock<Vec<String>> = LazyLock::new(|| lease_sql(H
 /// rate counts from when it got it).
 pub(crate) async fn claim(
     conn: &mut SqliteConnection,
+    cache: &StmtCache,
     p: &ClaimParams,
     began: std::time::Instant,
 ) -> Result<Vec<ClaimedTask>, StoreError> {
     if p.limit == 0 {
         return Ok(Vec::new());
     }
-    raw::write(conn, |db| lease(db, p, began)).await
+    raw::write(conn, cache, |db| lease(db, p, began)).await
 }
 
 /// Claims per `p` in the writer's open transaction (a claim of its own, or one made in a
@@ -147,7 +149,7 @@ pub(crate) fn lease_rows(
     db: &Db<'_>,
     p: &ClaimParams,
     seqs: &[i64],
-    sql: &[String],
+    sql: &'static [String],
 ) -> Result<(), StoreError> {
     let mut leases: [Option<Stmt<'_>>; SHAPES.len()] = Default::default();
     let mut values = Vec::with_capacity(5 + SHAPES[0]);

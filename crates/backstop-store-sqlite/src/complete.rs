@@ -11,6 +11,7 @@ use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, status_code};
 use crate::start;
+use crate::stmt_cache::StmtCache;
 use backstop_core::store::{CompleteParams, CompleteResult, Completion, LeaseRef};
 use backstop_core::{Status, StoreError};
 use sqlx::SqliteConnection;
@@ -51,6 +52,7 @@ VALUES (?1, 'stale_completion', ?11, ?13, ?6, ?4, ?7, ?10)";
 /// limited claims (`began`: when the writer was asked for, as a claim's rate counts it).
 pub(crate) async fn complete(
     conn: &mut SqliteConnection,
+    cache: &StmtCache,
     p: &CompleteParams,
     began: std::time::Instant,
 ) -> Result<CompleteResult, StoreError> {
@@ -59,7 +61,7 @@ pub(crate) async fn complete(
         return Ok(CompleteResult::default());
     }
     let now = to_ms(p.now);
-    let (stale, not_started, claimed) = raw::write(conn, |db| {
+    let (stale, not_started, claimed) = raw::write(conn, cache, |db| {
         let stale = apply(db, &p.completions, now)?;
         let not_started = match starts {
             Some(s) => start::apply(db, s)?,

@@ -9,6 +9,7 @@ use crate::raw::{self, Db, Stmt, Value};
 use crate::row::jiff_ms::to_ms;
 use crate::row::{id_bytes, parse_id, status_code};
 use crate::shapes::chunks;
+use crate::stmt_cache::StmtCache;
 use backstop_core::group::PARKED_RUN_AT;
 use backstop_core::store::{BoxFuture, Enqueue, EnqueueParams, EnqueueResult};
 use backstop_core::{CallbackCheck, NewTask, RecordCallbackParams, RecordedCallback, StoreError};
@@ -127,7 +128,7 @@ async fn run(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Request>) {
         let Some(inner) = inner.upgrade() else { break };
         let result = {
             match inner.lock_writer().await {
-                Ok(mut w) => write_group(&mut w, &group).await,
+                Ok(mut w) => write_group(&mut w, &inner.stmts, &group).await,
                 Err(e) => Err(e),
             }
         };
@@ -231,6 +232,7 @@ const REDELIVERED: &str =
 /// whatever each request holds), then each callback with its task; answers in group order.
 async fn write_group(
     conn: &mut SqliteConnection,
+    cache: &StmtCache,
     group: &[Request],
 ) -> Result<Vec<Answer>, StoreError> {
     let tasks: Vec<(&NewTask, i64)> = group
@@ -251,7 +253,7 @@ async fn write_group(
             Request::Enqueue { .. } => None,
         })
         .collect();
-    let (results, recorded) = raw::write(conn, |db| {
+    let (results, recorded) = raw::write(conn, cache, |db| {
         let results = if tasks.is_empty() {
             Vec::new()
         } else {

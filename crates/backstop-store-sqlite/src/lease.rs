@@ -60,7 +60,7 @@ impl Leases for SqliteStore {
         Box::pin(async move {
             let began = std::time::Instant::now();
             let mut w = self.inner.lock_writer().await?;
-            crate::claim::claim(&mut w, &p, began).await
+            crate::claim::claim(&mut w, &self.inner.stmts, &p, began).await
         })
     }
 
@@ -68,7 +68,7 @@ impl Leases for SqliteStore {
         Box::pin(async move {
             let began = std::time::Instant::now();
             let mut w = self.inner.lock_writer().await?;
-            crate::complete::complete(&mut w, &p, began).await
+            crate::complete::complete(&mut w, &self.inner.stmts, &p, began).await
         })
     }
 

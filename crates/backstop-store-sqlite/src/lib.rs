@@ -42,6 +42,7 @@ mod schedules;
 mod shapes;
 mod start;
 mod statement_runs;
+mod stmt_cache;
 
 pub use connect::{Durability, SqliteOptions};
 
@@ -58,6 +59,9 @@ pub struct SqliteStore {
 }
 
 struct Inner {
+    /// The writer's kept statements: declared first, so that they are finalised before the
+    /// writer connection drops.
+    stmts: stmt_cache::StmtCache,
     writer: Mutex<SqliteConnection>,
     readers: SqlitePool,
     committer: enqueue::Committer,
@@ -88,6 +92,8 @@ impl Inner {
             );
             let max_pages = *self.max_pages.lock().expect("not poisoned");
             let fresh = connect::writer(&self.opts, max_pages).await?;
+            // The kept statements are the old connection's: finalised before it closes.
+            self.stmts.clear();
             let old = std::mem::replace(&mut *w, fresh);
             if let Err(e) = old.close().await {
                 tracing::warn!(error = %e, "closing the replaced writer connection failed");
@@ -115,6 +121,7 @@ impl SqliteStore {
     pub async fn connect(opts: SqliteOptions) -> Result<Self, StoreError> {
         let (writer, readers) = connect::open(&opts).await?;
         let inner = Arc::new_cyclic(|weak| Inner {
+            stmts: Default::default(),
             writer: Mutex::new(writer),
             readers,
             committer: enqueue::Committer::start(weak.clone()),

@@ -11,6 +11,7 @@
 //! a batch costs one hand-over from sqlx's worker thread instead of three, and a cancelled
 //! caller cannot leave it half done.
 
+use crate::stmt_cache::StmtCache;
 use backstop_core::StoreError;
 use libsqlite3_sys as ffi;
 use sqlx::SqliteConnection;
@@ -22,9 +23,11 @@ use std::ptr::{self, NonNull};
 /// The writer connection, locked away from sqlx's worker thread for direct calls.
 pub(crate) struct Db<'c> {
     // Keeps the worker off the handle while statements run; released on drop, after every
-    // statement borrowed from this `Db` has been finalised.
+    // statement borrowed from this `Db` has been finalised or put back in the cache.
     _guard: LockedSqliteHandle<'c>,
     handle: NonNull<ffi::sqlite3>,
+    /// The writer's kept statements (none on a reader).
+    cache: Option<&'c StmtCache>,
 }
 
 /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer connection (outside any sqlx
@@ -32,9 +35,10 @@ pub(crate) struct Db<'c> {
 /// on a multi-thread runtime the runtime hands this thread's other tasks to another thread.
 pub(crate) async fn write<R>(
     conn: &mut SqliteConnection,
+    cache: &StmtCache,
     f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
-    transaction(conn, f, true).await
+    transaction(conn, Some(cache), f, true).await
 }
 
 /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer connection and rolls it back
@@ -43,11 +47,12 @@ pub(crate) async fn rolled_back<R>(
     conn: &mut SqliteConnection,
     f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
-    transaction(conn, f, false).await
+    transaction(conn, None, f, false).await
 }
 
-async fn transaction<R>(
-    conn: &mut SqliteConnection,
+async fn transaction<'c, R>(
+    conn: &'c mut SqliteConnection,
+    cache: Option<&'c StmtCache>,
     f: impl FnOnce(&Db<'_>) -> Result<R, StoreError>,
     commit: bool,
 ) -> Result<R, StoreError> {
@@ -56,6 +61,7 @@ async fn transaction<R>(
     let db = Db {
         _guard: guard,
         handle,
+        cache,
     };
     let run = || {
         db.exec(c"BEGIN IMMEDIATE")?;
@@ -87,6 +93,7 @@ pub(crate) async fn read<R>(
     let db = Db {
         _guard: guard,
         handle,
+        cache: None,
     };
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -128,8 +135,24 @@ impl Db<'_> {
         }
     }
 
-    /// Compiles one statement (`sql` holds exactly one, with `?NNN` parameters).
-    pub(crate) fn prepare(&self, sql: &str) -> Result<Stmt<'_>, StoreError> {
+    /// The statement of `sql` (exactly one, with `?NNN` parameters): the writer's kept one, or
+    /// compiled now (and, on the writer, kept when it drops).
+    pub(crate) fn prepare(&self, sql: &'static str) -> Result<Stmt<'_>, StoreError> {
+        let cached = self.cache.and_then(|c| c.take(self.handle, sql));
+        let stmt = match cached {
+            Some(stmt) => stmt,
+            None => self.compile(sql)?,
+        };
+        Ok(Stmt {
+            handle: self.handle,
+            stmt,
+            keep: self.cache.map(|c| (c, sql)),
+            _db: PhantomData,
+        })
+    }
+
+    /// Compiles `sql`.
+    fn compile(&self, sql: &str) -> Result<NonNull<ffi::sqlite3_stmt>, StoreError> {
         let len = c_int::try_from(sql.len())
             .map_err(|_| StoreError::Database("statement too long".into()))?;
         let mut stmt = ptr::null_mut();
@@ -145,11 +168,7 @@ impl Db<'_> {
             )
         };
         match NonNull::new(stmt) {
-            Some(stmt) if rc == ffi::SQLITE_OK => Ok(Stmt {
-                handle: self.handle,
-                stmt,
-                _db: PhantomData,
-            }),
+            Some(stmt) if rc == ffi::SQLITE_OK => Ok(stmt),
             _ => Err(error(self.handle, rc)),
         }
     }
@@ -199,10 +218,12 @@ impl<'a, T: Into<Value<'a>>> From<Option<T>> for Value<'a> {
     }
 }
 
-/// A prepared statement, finalised on drop.
+/// A prepared statement, put back in the writer's cache on drop (finalised elsewhere).
 pub(crate) struct Stmt<'d> {
     handle: NonNull<ffi::sqlite3>,
     stmt: NonNull<ffi::sqlite3_stmt>,
+    /// Where it goes back, under which text.
+    keep: Option<(&'d StmtCache, &'static str)>,
     _db: PhantomData<&'d ()>,
 }
 
@@ -237,10 +258,24 @@ impl Stmt<'_> {
     }
 }
 
+#[cfg(test)]
+impl Stmt<'_> {
+    /// Which compiled statement this is.
+    pub(crate) fn address(&self) -> usize {
+        self.stmt.as_ptr() as usize
+    }
+}
+
 impl Drop for Stmt<'_> {
     fn drop(&mut self) {
-        // SAFETY: the statement is live and not used after this.
-        unsafe { ffi::sqlite3_finalize(self.stmt.as_ptr()) };
+        match self.keep {
+            // Every run resets and unbinds it as it ends (`Run`).
+            Some((cache, sql)) => cache.put(self.handle, sql, self.stmt),
+            // SAFETY: the statement is live and not used after this.
+            None => unsafe {
+                ffi::sqlite3_finalize(self.stmt.as_ptr());
+            },
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use crate::db_err;
 use crate::raw::{self, Db, Row, Value};
 use crate::row::jiff_ms::{from_ms, to_ms};
 use crate::row::{id_bytes, parse_id};
+use crate::stmt_cache::StmtCache;
 use backstop_core::StoreError;
 use backstop_core::schedule::Progress;
 use backstop_core::store::{
@@ -77,7 +78,7 @@ impl Schedules for SqliteStore {
                 return Ok(Vec::new());
             }
             let mut w = self.inner.lock_writer().await?;
-            advance(&mut w, &items).await
+            advance(&mut w, &self.inner.stmts, &items).await
         })
     }
 
@@ -126,9 +127,10 @@ impl Schedules for SqliteStore {
 /// Writes each item fenced, in order, in one transaction: `true` where written.
 async fn advance(
     w: &mut SqliteConnection,
+    cache: &StmtCache,
     items: &[AdvanceScheduleParams],
 ) -> Result<Vec<bool>, StoreError> {
-    raw::write(w, |db| {
+    raw::write(w, cache, |db| {
         let mut update = db.prepare(ADVANCE)?;
         let mut first = None;
         let mut out = Vec::with_capacity(items.len());
