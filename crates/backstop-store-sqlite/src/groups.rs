@@ -34,10 +34,14 @@ pub(crate) struct Place {
 
 /// The condition under which a task `o` of a group holds it: open (pending, running, or
 /// failed where its kind blocks) and placed (rows are placed in insert order, so an unplaced
-/// row is after every placed one).
+/// row is after every placed one). Open is two comparisons, as in the index
+/// `backstop_tasks_grp_open` (the planner uses a partial index only for a query that repeats
+/// its terms), never `IN (0, 1, 3)`: SQLite builds a temporary b-tree for such a list each
+/// time it evaluates it (migration 0015).
 macro_rules! holds_its_group {
     () => {
-        "o.status IN (0, 1, 3) AND (o.status <> 3 OR o.grp_skip = 0) AND o.grp_seq IS NOT NULL"
+        "o.status <> 2 AND o.status <> 4 AND (o.status <> 3 OR o.grp_skip = 0) \
+         AND o.grp_seq IS NOT NULL"
     };
 }
 

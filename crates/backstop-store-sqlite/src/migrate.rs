@@ -50,6 +50,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (12, "pauses", include_str!("../migrations/0012_pauses.sql")),
     (13, "limits", include_str!("../migrations/0013_limits.sql")),
     (14, "rates", include_str!("../migrations/0014_rates.sql")),
+    (
+        15,
+        "grp_open_comparisons",
+        include_str!("../migrations/0015_grp_open_comparisons.sql"),
+    ),
 ];
 
 impl Migrations for SqliteStore {
