@@ -74,6 +74,11 @@ groups AS MATERIALIZED (
         FOR UPDATE OFFSET 0
     ) AS g
 ),
+-- This transaction unparks its groups' next tasks itself ([`UNPARK`]): the row trigger of
+-- 0013 stands aside for it (0018). Set before the first row changes, as `groups` is.
+by_store AS MATERIALIZED (
+    SELECT set_config('backstop.unparks', 'store', true)
+),
 done AS (
     UPDATE {schema}.tasks AS t
     SET status = h.status, run_at = coalesce(h.run_at, t.run_at),
@@ -92,8 +97,9 @@ done AS (
     WHERE t.seq = h.seq
       -- Evaluated once, before the first row is updated: the groups are locked first.
       AND (SELECT count(*) FROM groups) >= 0
+      AND (SELECT count(*) FROM by_store) >= 0
     RETURNING t.id, t.attempts, h.ord, h.status, h.ended_at, h.outcome, h.error,
-              h.http_status, h.duration_ms, h.worker
+              h.http_status, h.duration_ms, h.worker, t.kind, t.grp, t.grp_skip
 ),
 retried AS (
     INSERT INTO {schema}.events
@@ -103,7 +109,28 @@ retried AS (
     FROM done AS d
     WHERE d.status = 'pending'
 )
-SELECT ord FROM done";
+-- With, for each task whose end lets its group go on, its group (its kind beside).
+SELECT d.ord, d.kind,
+       CASE WHEN d.status IN ('succeeded', 'compensated') OR (d.status = 'failed' AND d.grp_skip)
+            THEN d.grp END
+FROM done AS d";
+
+/// Unparks the first open task of each listed group (`$1` kinds, `$2` groups) if it is parked:
+/// what the row trigger of 0013 does for one ended task, for a whole completion batch. A
+/// statement of its own after [`COMPLETE`], which locked the groups first: its snapshot sees
+/// the task of any enqueuer that held a group's lock before (see 0013's `group_promote`).
+const UNPARK: &str = "
+UPDATE {schema}.tasks AS t SET run_at = t.parked_run_at, parked_run_at = NULL
+FROM (SELECT DISTINCT u.kind COLLATE \"C\" AS kind, u.grp COLLATE \"C\" AS grp
+      FROM UNNEST($1::text[], $2::text[]) AS u(kind, grp)) AS g
+CROSS JOIN LATERAL (
+    SELECT o.seq FROM {schema}.tasks AS o
+    WHERE o.kind = g.kind AND o.grp = g.grp AND o.grp IS NOT NULL
+      AND (o.status IN ('pending', 'running') OR (o.status = 'failed' AND NOT o.grp_skip))
+    ORDER BY o.grp_seq
+    LIMIT 1
+) AS h
+WHERE t.seq = h.seq AND t.parked_run_at IS NOT NULL";
 
 /// Records rejected completions on their tasks' timelines.
 const STALE: &str = "
@@ -169,7 +196,7 @@ async fn apply(
     if c.is_empty() {
         return Ok(Vec::new());
     }
-    let counted: Vec<i64> = sqlx::query_scalar(db.schema.sql(COMPLETE))
+    let counted: Vec<(i64, String, Option<String>)> = sqlx::query_as(db.schema.sql(COMPLETE))
         .bind(c.iter().map(|c| Id(c.lease.id)).bind_iter())
         .bind(c.iter().map(|c| c.lease.epoch).bind_iter())
         .bind(c.iter().map(|c| c.status.as_str()).bind_iter())
@@ -197,9 +224,22 @@ async fn apply(
         .fetch_all(&mut *tx)
         .await
         .map_err(db_err)?;
+    // The groups their ends let go on: their next tasks are unparked here, in one statement.
+    let (kinds, groups): (Vec<&str>, Vec<&str>) = counted
+        .iter()
+        .filter_map(|(_, kind, grp)| Some((kind.as_str(), grp.as_deref()?)))
+        .unzip();
+    if !kinds.is_empty() {
+        sqlx::query(db.schema.sql(UNPARK))
+            .bind(&kinds)
+            .bind(&groups)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+    }
     // Positions are 1-based (`WITH ORDINALITY`); whatever did not count was stale.
     let mut counts = vec![false; c.len()];
-    for ord in counted {
+    for ord in counted.iter().map(|c| c.0) {
         if let Some(slot) = usize::try_from(ord - 1)
             .ok()
             .and_then(|i| counts.get_mut(i))

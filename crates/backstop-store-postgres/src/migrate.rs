@@ -64,6 +64,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "due_order",
         include_str!("../migrations/0017_due_order.sql"),
     ),
+    (
+        18,
+        "unpark_by_store",
+        include_str!("../migrations/0018_unpark_by_store.sql"),
+    ),
 ];
 
 /// Serialises migrations of one schema across processes; released at commit or rollback.
