@@ -110,6 +110,21 @@ async fn sink() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
     (url, got)
 }
 
+/// Alerts of the target's health, sent to `url`.
+fn target_alerts(url: String) -> AlertOptions {
+    AlertOptions {
+        sinks: vec![AlertSink {
+            name: "ops".into(),
+            url,
+            format: AlertFormat::Generic,
+            events: vec![AlertName::TargetUnhealthy, AlertName::TargetRecovered],
+            secret: None,
+        }],
+        window: Duration::from_millis(100),
+        failure_rate: None,
+    }
+}
+
 fn push(url: &str) -> KindConfig {
     let mut k = KindConfig::new(
         "warehouse.sync",
@@ -212,17 +227,7 @@ async fn a_target_down_for_a_while_gets_a_bounded_number_of_probes_and_everythin
     b.max_cool_down = Duration::from_millis(1600);
     kind.breaker = Some(b);
     t.down.store(true, Ordering::SeqCst);
-    let sinks = AlertOptions {
-        sinks: vec![AlertSink {
-            name: "ops".into(),
-            url: alerts_url,
-            format: AlertFormat::Generic,
-            events: vec![AlertName::TargetUnhealthy, AlertName::TargetRecovered],
-            secret: None,
-        }],
-        window: Duration::from_millis(100),
-        failure_rate: None,
-    };
+    let sinks = target_alerts(alerts_url);
     let (engine, stop, handle) = run(&store, kind, Some(sinks));
     engine
         .enqueue_many((0..200).map(|n| req("warehouse.sync", n)).collect())
@@ -311,17 +316,7 @@ async fn a_host_breaker_counts_every_kind_on_the_host_and_probes_it_once_at_a_ti
     other.host_breaker = Some(shared);
     t.down.store(true, Ordering::SeqCst);
     t.down_answer_ms.store(40, Ordering::SeqCst);
-    let sinks = AlertOptions {
-        sinks: vec![AlertSink {
-            name: "ops".into(),
-            url: alerts_url,
-            format: AlertFormat::Generic,
-            events: vec![AlertName::TargetUnhealthy, AlertName::TargetRecovered],
-            secret: None,
-        }],
-        window: Duration::from_millis(100),
-        failure_rate: None,
-    };
+    let sinks = target_alerts(alerts_url);
     let (engine, stop, handle) = run_kinds(&store, vec![first, other], Some(sinks));
     engine
         .enqueue_many(

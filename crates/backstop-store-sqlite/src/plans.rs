@@ -4,15 +4,19 @@
 use crate::{SqliteOptions, SqliteStore};
 use sqlx::{AssertSqlSafe, Row};
 
-async fn plan(store: &SqliteStore, sql: &str) -> String {
+/// The rows of `explain` (`EXPLAIN` or `EXPLAIN QUERY PLAN`) of `sql`, column `column` of each.
+async fn explain(store: &SqliteStore, explain: &str, sql: &str, column: &str) -> Vec<String> {
     let mut w = store.inner.writer.lock().await;
-    let rows = sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+    let rows = sqlx::query(AssertSqlSafe(format!("{explain} {sql}")))
         .fetch_all(&mut *w)
         .await
         .unwrap();
-    rows.iter()
-        .map(|r| r.get::<String, _>("detail"))
-        .collect::<Vec<_>>()
+    rows.iter().map(|r| r.get::<String, _>(column)).collect()
+}
+
+async fn plan(store: &SqliteStore, sql: &str) -> String {
+    explain(store, "EXPLAIN QUERY PLAN", sql, "detail")
+        .await
         .join("\n")
 }
 
@@ -98,14 +102,8 @@ async fn per_task_statements_use_their_indexes() {
 
 /// How many temporary b-trees a statement's bytecode opens each time it runs.
 async fn temporary_tables(store: &SqliteStore, sql: &str) -> usize {
-    let mut w = store.inner.writer.lock().await;
-    let rows = sqlx::query(AssertSqlSafe(format!("EXPLAIN {sql}")))
-        .fetch_all(&mut *w)
-        .await
-        .unwrap();
-    rows.iter()
-        .filter(|r| r.get::<String, _>("opcode") == "OpenEphemeral")
-        .count()
+    let ops = explain(store, "EXPLAIN", sql, "opcode").await;
+    ops.iter().filter(|op| *op == "OpenEphemeral").count()
 }
 
 /// A status change of a grouped task evaluates the open-task index's condition for the old and
