@@ -235,6 +235,11 @@ impl KindGate {
         self.own.iter().chain(self.host.as_deref())
     }
 
+    /// Its host's breaker, if the host has one.
+    pub(crate) fn host_breaker(&self) -> Option<&ScopeBreaker> {
+        self.host.as_deref()
+    }
+
     /// The breaker whose pauses are kept under `scope`.
     pub(crate) fn breaker_of(&self, scope: &str) -> Option<&ScopeBreaker> {
         self.breakers().find(|b| b.scope == scope)

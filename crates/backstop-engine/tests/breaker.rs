@@ -125,6 +125,42 @@ fn target_alerts(url: String) -> AlertOptions {
     }
 }
 
+/// Waits for the recovery alert, stops the engine, and checks that the outage raised exactly
+/// one `target.unhealthy` and one `target.recovered`; returns them.
+async fn one_outage_alerted(
+    alerts: &Mutex<Vec<serde_json::Value>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    handle: tokio::task::JoinHandle<()>,
+) -> Vec<serde_json::Value> {
+    wait_until("the recovery alert", async || {
+        alerts.lock().unwrap().len() >= 2
+    })
+    .await;
+    stop.send(()).unwrap();
+    handle.await.unwrap();
+    let got = alerts.lock().unwrap().clone();
+    let names: Vec<&str> = got.iter().map(|a| a["event"].as_str().unwrap()).collect();
+    assert_eq!(names, ["target.unhealthy", "target.recovered"], "{got:?}");
+    got
+}
+
+/// `warehouse.sync` and `warehouse.stock`, both posting to `url`, sharing its host's breaker
+/// `config` and no breaker of their own; returns the host too.
+fn two_kinds_on_one_host(url: &str, config: BreakerConfig) -> (String, Vec<KindConfig>) {
+    let host = backstop_core::limit::host_of(url).expect("a host");
+    let shared = HostBreaker {
+        host: host.clone(),
+        kinds: vec!["warehouse.stock".into(), "warehouse.sync".into()],
+        config,
+    };
+    let mut first = push(url);
+    first.host_breaker = Some(shared.clone());
+    let mut other = push(url);
+    other.name = "warehouse.stock".into();
+    other.host_breaker = Some(shared);
+    (host, vec![first, other])
+}
+
 fn push(url: &str) -> KindConfig {
     let mut k = KindConfig::new(
         "warehouse.sync",
@@ -272,15 +308,7 @@ async fn a_target_down_for_a_while_gets_a_bounded_number_of_probes_and_everythin
         .map(|a| a.0.clone())
         .collect();
     assert_eq!(keys.len(), 200);
-    wait_until("the recovery alert", async || {
-        alerts.lock().unwrap().len() >= 2
-    })
-    .await;
-    stop.send(()).unwrap();
-    handle.await.unwrap();
-    let got = alerts.lock().unwrap().clone();
-    let names: Vec<&str> = got.iter().map(|a| a["event"].as_str().unwrap()).collect();
-    assert_eq!(names, ["target.unhealthy", "target.recovered"], "{got:?}");
+    let got = one_outage_alerted(&alerts, stop, handle).await;
     assert_eq!(got[0]["count"], 1, "one alert for the outage: {got:?}");
     let after = engine.kind_pause("warehouse.sync").await.unwrap();
     assert_eq!(after.state, "open");
@@ -298,26 +326,13 @@ async fn a_host_breaker_counts_every_kind_on_the_host_and_probes_it_once_at_a_ti
     let (store, _dir) = store().await;
     let (url, t) = target().await;
     let (alerts_url, alerts) = sink().await;
-    let host = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/hook")
-        .to_string();
     let mut config = BreakerConfig::new(6, Duration::from_millis(200));
     config.max_cool_down = Duration::from_millis(800);
-    let shared = HostBreaker {
-        host: host.clone(),
-        kinds: vec!["warehouse.stock".into(), "warehouse.sync".into()],
-        config,
-    };
-    let mut first = push(&url);
-    first.host_breaker = Some(shared.clone());
-    let mut other = push(&url);
-    other.name = "warehouse.stock".into();
-    other.host_breaker = Some(shared);
+    let (host, kinds) = two_kinds_on_one_host(&url, config);
     t.down.store(true, Ordering::SeqCst);
     t.down_answer_ms.store(40, Ordering::SeqCst);
     let sinks = target_alerts(alerts_url);
-    let (engine, stop, handle) = run_kinds(&store, vec![first, other], Some(sinks));
+    let (engine, stop, handle) = run_kinds(&store, kinds, Some(sinks));
     engine
         .enqueue_many(
             (0..100)
@@ -372,15 +387,7 @@ async fn a_host_breaker_counts_every_kind_on_the_host_and_probes_it_once_at_a_ti
             && succeeded(&store, "warehouse.stock").await == 100
     })
     .await;
-    wait_until("the recovery alert", async || {
-        alerts.lock().unwrap().len() >= 2
-    })
-    .await;
-    stop.send(()).unwrap();
-    handle.await.unwrap();
-    let got = alerts.lock().unwrap().clone();
-    let names: Vec<&str> = got.iter().map(|a| a["event"].as_str().unwrap()).collect();
-    assert_eq!(names, ["target.unhealthy", "target.recovered"], "{got:?}");
+    one_outage_alerted(&alerts, stop, handle).await;
     let rows = store.pauses(PausesParams::default()).await.unwrap();
     assert!(rows.is_empty(), "the breaker closed: {rows:?}");
 }
@@ -602,22 +609,9 @@ async fn a_pause_by_hand_from_another_process_holds_every_task_until_resumed() {
 async fn resuming_a_kind_by_hand_clears_its_hosts_breaker() {
     let (store, _dir) = store().await;
     let (url, t) = target().await;
-    let host = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/hook")
-        .to_string();
-    let shared = HostBreaker {
-        host: host.clone(),
-        kinds: vec!["warehouse.stock".into(), "warehouse.sync".into()],
-        config: BreakerConfig::new(3, Duration::from_secs(60)),
-    };
-    let mut first = push(&url);
-    first.host_breaker = Some(shared.clone());
-    let mut other = push(&url);
-    other.name = "warehouse.stock".into();
-    other.host_breaker = Some(shared);
+    let (host, kinds) = two_kinds_on_one_host(&url, BreakerConfig::new(3, Duration::from_secs(60)));
     t.down.store(true, Ordering::SeqCst);
-    let (engine, stop, handle) = run_kinds(&store, vec![first, other], None);
+    let (engine, stop, handle) = run_kinds(&store, kinds, None);
     engine
         .enqueue_many((0..10).map(|n| req("warehouse.sync", n)).collect())
         .await

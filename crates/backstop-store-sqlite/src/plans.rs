@@ -20,12 +20,18 @@ async fn plan(store: &SqliteStore, sql: &str) -> String {
         .join("\n")
 }
 
-#[tokio::test]
-async fn per_task_statements_use_their_indexes() {
+/// A fresh ledger with every migration applied, and its directory.
+async fn migrated() -> (SqliteStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_with(SqliteOptions::new(dir.path().join("plans.db")))
         .await
         .unwrap();
+    (store, dir)
+}
+
+#[tokio::test]
+async fn per_task_statements_use_their_indexes() {
+    let (store, _dir) = migrated().await;
     let mut cases = vec![
         (
             crate::claim::PICK,
@@ -112,10 +118,7 @@ async fn temporary_tables(store: &SqliteStore, sql: &str) -> usize {
 /// builds at most one, for its list of rows.
 #[tokio::test]
 async fn per_task_status_changes_build_no_temporary_tables() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open_with(SqliteOptions::new(dir.path().join("plans.db")))
-        .await
-        .unwrap();
+    let (store, _dir) = migrated().await;
     for sql in [
         crate::complete::FINISH,
         crate::complete::RETRY,

@@ -141,12 +141,11 @@ impl Engine {
             .await?;
         // A breaker of its host is the person's to clear too: they say the target is back.
         // The host's own `Retry-After` is not: the host said when to come back.
-        let host_breaker = self.ctx.kinds.get(kind).and_then(|k| {
-            k.gate
-                .breakers()
-                .find(|b| b.host.is_some())
-                .map(|b| b.scope.clone())
-        });
+        let host_breaker = self
+            .ctx
+            .kinds
+            .get(kind)
+            .and_then(|k| Some(k.gate.host_breaker()?.scope.clone()));
         if let Some(scope) = host_breaker {
             self.ctx
                 .store

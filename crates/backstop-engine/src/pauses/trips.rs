@@ -115,22 +115,7 @@ impl Trips {
             by: self.owner.to_string(),
             since: now,
         };
-        // Closed here at once, so that no hand-off of this process starts anything before the
-        // watch reads the row back; the kind and every other kind here on the same host.
-        let closed = Gate::Closed {
-            cause: PauseCause::RetryAfter,
-            reason: record.reason.clone(),
-            until: record.until,
-            by: record.by.clone(),
-            since: now,
-        };
-        // The registry holds this kind too (every kind is built into it): it is governed by the
-        // scope it writes.
-        for k in self.kinds.all() {
-            if k.gate.governed_by(&record) {
-                k.gate.force(closed.clone());
-            }
-        }
+        self.close_here(&record);
         self.write(kind, record, None);
         Some(format!(
             "the target asked to wait {}: the {what} is paused until then",
@@ -171,21 +156,27 @@ impl Trips {
                 kind.config.name
             ),
         });
-        // Closed here at once: the kind, and every kind here on the host when it is the host's.
+        self.close_here(&record);
+        self.write(kind, record, alert);
+        format!("tripped the breaker: {reason}")
+    }
+
+    /// Closes here at once every gate `record` governs (the kind that wrote it, and every kind
+    /// here on its host when it is the host's), so that no hand-off of this process starts
+    /// anything before the watch reads the row back.
+    fn close_here(&self, record: &PauseRecord) {
         let closed = Gate::Closed {
-            cause: PauseCause::Breaker,
-            reason: reason.clone(),
+            cause: record.cause,
+            reason: record.reason.clone(),
             until: record.until,
             by: record.by.clone(),
-            since: now,
+            since: record.since,
         };
         for k in self.kinds.all() {
-            if k.gate.governed_by(&record) {
+            if k.gate.governed_by(record) {
                 k.gate.force(closed.clone());
             }
         }
-        self.write(kind, record, alert);
-        format!("tripped the breaker: {reason}")
     }
 
     /// Writes a pause and, when it changed the ledger, raises `alert` and has the watch read it.
