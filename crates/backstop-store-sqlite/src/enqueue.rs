@@ -178,11 +178,13 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
                     // The intake decides the status: pending (0), a dead letter at once (3,
                     // Intake::Failed, its reason also its last error) or compensated (4,
                     // Intake::Compensated). created_at and updated_at are both `now`.
+                    // grp_live is the group again (migration 0016), bound once.
                     format!(
                         "({}, {status}, {reason}, CASE WHEN {status} = 3 THEN {reason} END, \
-                         {origin}, {now}, {now}, {})",
+                         {origin}, {now}, {now}, {}, {})",
                         p[..8].join(", "),
-                        p[12..].join(", ")
+                        p[12..].join(", "),
+                        p[12]
                     )
                 })
                 .collect::<Vec<_>>()
@@ -191,7 +193,8 @@ pub(crate) static INSERT_SQL: LazyLock<Vec<String>> = LazyLock::new(|| {
             format!(
                 "INSERT OR FAIL INTO backstop_tasks (id, kind, key, payload, max_attempts, run_at, \
                  expires_at, traceparent, status, reason, last_error, origin, created_at, \
-                 updated_at, grp, grp_seq, parked_run_at) VALUES {values} ON CONFLICT (kind, key) DO NOTHING"
+                 updated_at, grp, grp_seq, parked_run_at, grp_live) VALUES {values} \
+                 ON CONFLICT (kind, key) DO NOTHING"
             )
         })
         .collect()

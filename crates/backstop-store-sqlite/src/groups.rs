@@ -13,7 +13,8 @@
 //!   before anything else it does; until then no claim of the one writer has run, so nothing
 //!   could have taken it out of order.
 //! - Every path that ends tasks (completion, rescue, release, expiry, a manual resolve or
-//!   cancel) runs [`PROMOTE_MOVED`] or [`PROMOTE_IDS`] on them in its own transaction.
+//!   cancel) runs [`PROMOTE_AFTER_RUN`] (a completion), [`PROMOTE_MOVED`] or
+//!   [`PROMOTE_IDS`] on them in its own transaction.
 //!
 //! SQLite has one writer, so places given inside the write transaction follow commit order.
 
@@ -34,10 +35,14 @@ pub(crate) struct Place {
 
 /// The condition under which a task `o` of a group holds it: open (pending, running, or
 /// failed where its kind blocks) and placed (rows are placed in insert order, so an unplaced
-/// row is after every placed one). Open is two comparisons, as in the index
-/// `backstop_tasks_grp_open` (the planner uses a partial index only for a query that repeats
-/// its terms), never `IN (0, 1, 3)`: SQLite builds a temporary b-tree for such a list each
-/// time it evaluates it (migration 0015).
+/// row is after every placed one). Open is two comparisons, never `IN (0, 1, 3)`: SQLite
+/// builds a temporary b-tree for such a list each time it evaluates it (migration 0015).
+///
+/// A lookup finds the group's tasks by `o.grp_live`, the column the index
+/// `backstop_tasks_grp_open` is keyed by (migration 0016): set while a task may hold its
+/// group, cleared by the statements that end it, so that a claim or a retry, which change
+/// only the status, leave the index alone. It may stay set on a task that ended by a rarer
+/// path; this condition, read from the row, is what decides.
 macro_rules! holds_its_group {
     () => {
         "o.status <> 2 AND o.status <> 4 AND (o.status <> 3 OR o.grp_skip = 0) \
@@ -52,7 +57,7 @@ macro_rules! head_of_group {
         concat!(
             "SELECT o.seq FROM backstop_tasks AS o WHERE o.kind = ",
             $kind,
-            " AND o.grp = ",
+            " AND o.grp_live = ",
             $grp,
             " AND ",
             holds_its_group!(),
@@ -80,14 +85,14 @@ pub(crate) const TAKE_MANY: &str = "INSERT INTO backstop_task_groups (kind, grp,
 /// in it of the groups some task holds.
 pub(crate) const OPEN_MANY: &str = concat!(
     "SELECT j.key FROM json_each(?1) AS j WHERE EXISTS (SELECT 1 FROM backstop_tasks AS o \
-     WHERE o.kind = j.value ->> 0 AND o.grp = j.value ->> 1 AND ",
+     WHERE o.kind = j.value ->> 0 AND o.grp_live = j.value ->> 1 AND ",
     holds_its_group!(),
     ")"
 );
 
 /// Whether a task holds the group (then a new row is parked behind it).
 const OPEN: &str = concat!(
-    "SELECT EXISTS (SELECT 1 FROM backstop_tasks AS o WHERE o.kind = ?1 AND o.grp = ?2 AND ",
+    "SELECT EXISTS (SELECT 1 FROM backstop_tasks AS o WHERE o.kind = ?1 AND o.grp_live = ?2 AND ",
     holds_its_group!(),
     ")"
 );
@@ -254,6 +259,20 @@ fn promote_sql(task: &str) -> String {
     )
 }
 
+/// Unparks the first open task of the group of each listed task that ended while running (a
+/// completion's): such a task was never parked itself, so only its group's head is looked
+/// for, one pass over the list instead of [`promote_sql`]'s two.
+pub(crate) static PROMOTE_AFTER_RUN: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run_at = NULL
+         WHERE parked_run_at IS NOT NULL AND seq IN (
+             SELECT ({head})
+             FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.id = unhex(j.value)
+             WHERE t.grp IS NOT NULL)",
+        head = head_of_group!("t.kind", "t.grp"),
+    )
+});
+
 /// [`promote_sql`] over a JSON array of moves `{"seq": …}` (`lease::MOVE`'s list).
 pub(crate) static PROMOTE_MOVED: LazyLock<String> =
     LazyLock::new(|| promote_sql("t.seq = j.value ->> 'seq'"));
@@ -266,8 +285,9 @@ pub(crate) static PROMOTE_IDS: LazyLock<String> =
 const UNPLACED: &str = "SELECT seq, kind, grp, status FROM backstop_tasks \
      WHERE grp IS NOT NULL AND grp_seq IS NULL ORDER BY seq";
 
-/// Gives one row its place and parks it when `?4` (an open task is before it).
-const SET_PLACE: &str = "UPDATE backstop_tasks SET grp_seq = ?2, \
+/// Gives one row its place (and its group as the one it may hold) and parks it when `?3` (an
+/// open task is before it).
+const SET_PLACE: &str = "UPDATE backstop_tasks SET grp_seq = ?2, grp_live = grp, \
      parked_run_at = iif(?3, run_at, NULL), run_at = iif(?3, 253370764800000, run_at) \
      WHERE seq = ?1";
 

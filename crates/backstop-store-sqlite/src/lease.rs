@@ -129,6 +129,7 @@ FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'";
 pub(crate) const MOVE: &str = "
 UPDATE backstop_tasks AS t
 SET status = c.status, run_at = iif(c.status = 0, ?2, t.run_at),
+    grp_live = iif(c.status = 0 OR (c.status = 3 AND t.grp_skip = 0), t.grp_live, NULL),
     reason = coalesce(c.reason, t.reason), last_error = coalesce(c.error, t.last_error),
     lease_owner = NULL, lease_until = NULL, updated_at = ?2,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,

@@ -128,7 +128,9 @@ async fn apply(
                 .map(i64::from)
                 .unwrap_or_else(|| row.get("max_attempts"));
             sqlx::query(
+                // Running again, a grouped task holds its group again (`grp_live`).
                 "UPDATE backstop_tasks SET status = ?2, run_at = ?3, updated_at = ?3,
+                    grp_live = grp,
                     max_attempts = ?4, reason = NULL, lease_owner = NULL, lease_until = NULL,
                     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL,
                     att_error = NULL, att_http_status = NULL, att_worker = NULL
@@ -146,7 +148,8 @@ async fn apply(
             sqlx::query(
                 // A canceled task may have been held: its lease goes with it.
                 "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4,
-                    lease_owner = NULL, lease_until = NULL WHERE id = ?1",
+                    lease_owner = NULL, lease_until = NULL,
+                    grp_live = iif(?2 = 3 AND grp_skip = 0, grp_live, NULL) WHERE id = ?1",
             )
             .bind(id)
             .bind(status_code(to))

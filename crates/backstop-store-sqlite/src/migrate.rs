@@ -55,6 +55,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "grp_open_comparisons",
         include_str!("../migrations/0015_grp_open_comparisons.sql"),
     ),
+    (
+        16,
+        "grp_live",
+        include_str!("../migrations/0016_grp_live.sql"),
+    ),
 ];
 
 impl Migrations for SqliteStore {

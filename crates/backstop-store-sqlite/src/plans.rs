@@ -90,7 +90,7 @@ async fn per_task_statements_use_their_indexes() {
     ));
     cases.push((
         crate::groups::OPEN_MANY,
-        "SEARCH o EXISTS USING INDEX backstop_tasks_grp_open (kind=? AND grp=?",
+        "SEARCH o EXISTS USING INDEX backstop_tasks_grp_open (kind=? AND grp_live=?",
     ));
     cases.push((crate::groups::TAKE_MANY, "SCAN j VIRTUAL TABLE"));
     for (sql, expected) in cases {
@@ -135,4 +135,45 @@ async fn per_task_status_changes_build_no_temporary_tables() {
         let n = temporary_tables(&store, sql).await;
         assert!(n <= 1, "{n} temporary tables: {sql}");
     }
+}
+
+/// Whether a statement's bytecode opens the index `index` (a read or a write cursor on its root
+/// page): SQLite opens an index only to change or read its entries.
+async fn opens_index(store: &SqliteStore, sql: &str, index: &str) -> bool {
+    let root: i64 = {
+        let mut w = store.inner.writer.lock().await;
+        sqlx::query_scalar("SELECT rootpage FROM sqlite_schema WHERE type = 'index' AND name = ?")
+            .bind(index)
+            .fetch_one(&mut *w)
+            .await
+            .unwrap()
+    };
+    let mut w = store.inner.writer.lock().await;
+    let rows = sqlx::query(AssertSqlSafe(format!("EXPLAIN {sql}")))
+        .fetch_all(&mut *w)
+        .await
+        .unwrap();
+    rows.iter().any(|r| {
+        let op: String = r.get("opcode");
+        (op == "OpenWrite" || op == "OpenRead") && r.get::<i64, _>("p2") == root
+    })
+}
+
+/// A claim, a start or a retry changes a grouped task's status but not whether it may hold
+/// its group: none of them touches the index of a group's open tasks (with the status in its
+/// condition, each deleted and re-inserted the task's entry). An end that lets the group go
+/// removes the entry, so it opens it.
+#[tokio::test]
+async fn status_changes_that_keep_a_task_open_leave_the_groups_index_alone() {
+    let (store, _dir) = migrated().await;
+    let index = "backstop_tasks_grp_open";
+    for sql in crate::claim::LEASE_SQL
+        .iter()
+        .chain(crate::claim::HOLD_SQL.iter())
+        .map(String::as_str)
+        .chain([crate::start::START, crate::complete::RETRY])
+    {
+        assert!(!opens_index(&store, sql, index).await, "{sql}");
+    }
+    assert!(opens_index(&store, crate::complete::FINISH, index).await);
 }

@@ -170,8 +170,8 @@ pub(crate) async fn list(pool: &SqlitePool, p: &ListParams) -> Result<Vec<Task>,
         .collect()
 }
 
-/// The first open task of a group, through the index of open grouped tasks (its predicate
-/// is repeated word for word so that SQLite uses it).
+/// The first open task of a group, through the index of open grouped tasks (by `grp_live`,
+/// as every lookup of a group's open tasks, see `groups::holds_its_group!`).
 pub(crate) async fn group_head(
     pool: &SqlitePool,
     p: &GroupHeadParams,
@@ -179,7 +179,7 @@ pub(crate) async fn group_head(
     sqlx::query(concat!(
         "SELECT ",
         task_columns!(),
-        " FROM backstop_tasks AS o WHERE o.kind = ?1 AND o.grp = ?2 AND ",
+        " FROM backstop_tasks AS o WHERE o.kind = ?1 AND o.grp_live = ?2 AND ",
         crate::groups::holds_its_group!(),
         " ORDER BY o.grp_seq LIMIT 1"
     ))

@@ -220,6 +220,32 @@ pub async fn with_skip_a_failed_task_lets_its_group_go_on(store: S) {
     );
 }
 
+/// A dead letter of a kind that skips failures lets its group go; retried by hand it runs
+/// again and holds its group again: a task enqueued after that waits behind it.
+pub async fn with_skip_a_dead_letter_retried_by_hand_holds_its_group_again(store: S) {
+    let a1 = put(&*store, grouped("a1", "A")).await;
+    put(&*store, grouped("a2", "A")).await;
+    let c = claim_all(&*store, at(0), OnFailure::Skip).await;
+    end(&*store, &c[0], Status::Failed, AttemptOutcome::Failed).await;
+    let c = claim_all(&*store, at(2), OnFailure::Skip).await;
+    assert_eq!(keys(&c), ["a2"]);
+    end(&*store, &c[0], Status::Succeeded, AttemptOutcome::Succeeded).await;
+
+    store.retry(manual(a1, at(3))).await.unwrap();
+    let a3 = put(&*store, grouped("a3", "A")).await;
+    assert!(
+        get(&*store, a3).await.parked,
+        "a3 waits behind the retried a1"
+    );
+    let c = claim_all(&*store, at(4), OnFailure::Skip).await;
+    assert_eq!(keys(&c), ["a1"]);
+    end(&*store, &c[0], Status::Succeeded, AttemptOutcome::Succeeded).await;
+    assert_eq!(
+        keys(&claim_all(&*store, at(5), OnFailure::Skip).await),
+        ["a3"]
+    );
+}
+
 pub async fn every_end_of_a_task_unparks_the_next(store: S) {
     // Compensated by its target.
     put(&*store, grouped("c1", "C")).await;

@@ -138,6 +138,7 @@ macro_rules! conformance_suite {
             a_retry_keeps_its_group_waiting,
             a_failed_task_blocks_its_group_until_retried_or_resolved,
             with_skip_a_failed_task_lets_its_group_go_on,
+            with_skip_a_dead_letter_retried_by_hand_holds_its_group_again,
             every_end_of_a_task_unparks_the_next,
             a_parked_task_that_ends_is_parked_no_longer,
             a_rescued_task_holds_its_group_until_it_ends,
