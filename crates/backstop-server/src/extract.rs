@@ -30,8 +30,8 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for OptionalJson<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Problem> {
         let bytes = read_body(req, state).await?;
-        let text = bytes.trim_ascii();
-        if text.is_empty() || text == b"null" {
+        // Absent means no bytes at all: a body of only whitespace is sent, and is not JSON.
+        if bytes.is_empty() || bytes.trim_ascii() == b"null" {
             return Ok(OptionalJson(T::default()));
         }
         parse_json(&bytes).map(OptionalJson)
@@ -48,12 +48,11 @@ impl<T: DeserializeOwned + Default> FromRequest<AppState> for AddedJson<T> {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Problem> {
         let typed = require_json(req.headers());
         let bytes = read_body_unchecked(req, state).await?;
-        let text = bytes.trim_ascii();
-        if text.is_empty() {
+        if bytes.is_empty() {
             return Ok(AddedJson(T::default()));
         }
         typed?;
-        if text == b"null" {
+        if bytes.trim_ascii() == b"null" {
             return Ok(AddedJson(T::default()));
         }
         parse_json(&bytes).map(AddedJson)

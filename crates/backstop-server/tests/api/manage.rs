@@ -1,6 +1,6 @@
 //! Reading, listing, and the manual actions: retry, resolve, cancel.
 
-use crate::harness::{Api, Setup, task};
+use crate::harness::{Api, Setup, decode, task};
 use serde_json::{Value, json};
 
 /// Enqueues a pull task and fails it through a lease: a dead letter.
@@ -209,5 +209,44 @@ async fn a_pending_task_is_canceled() {
     assert_eq!(t["reason"], "canceled");
     let (s, p) = api.post(&format!("/v1/tasks/{id}/cancel"), json!({})).await;
     assert_eq!(s, 409, "{p}");
+    api.stop().await;
+}
+
+/// An optional body may be left out, but a body sent as JSON must be JSON: one of nothing but
+/// whitespace is malformed, not an absent body, and changes nothing (found by the API fuzzer,
+/// on `POST /v1/kinds/{kind}/resume` with a body of `\r`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_optional_body_of_only_whitespace_is_malformed_json() {
+    let api = Api::start(Setup::default()).await;
+    let mut later = task("sms.send", "c-ws", json!({}));
+    later["delay"] = json!("1h");
+    let (_, e) = api.post("/v1/tasks", later).await;
+    let id = e["id"].as_str().unwrap();
+    for body in [&b"\r"[..], b" \n\t "] {
+        let (status, ctype, text) = api
+            .raw(
+                reqwest::Method::POST,
+                &format!("/v1/tasks/{id}/cancel"),
+                body.to_vec(),
+                &[("content-type", "application/json")],
+            )
+            .await;
+        let (s, p) = decode(status, &ctype, &text);
+        assert_eq!(s, 400, "{p}");
+        assert!(p["detail"].as_str().unwrap().contains("JSON"), "{p}");
+    }
+    let (_, t) = api.get(&format!("/v1/tasks/{id}")).await;
+    assert_eq!(t["status"], "pending", "nothing was canceled: {t}");
+    // No body at all still means the defaults.
+    let (status, ctype, text) = api
+        .raw(
+            reqwest::Method::POST,
+            &format!("/v1/tasks/{id}/cancel"),
+            Vec::new(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+    let (s, t) = decode(status, &ctype, &text);
+    assert_eq!((s, t["status"].as_str()), (200, Some("compensated")), "{t}");
     api.stop().await;
 }
