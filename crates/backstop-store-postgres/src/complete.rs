@@ -119,18 +119,21 @@ FROM done AS d";
 /// what the row trigger of 0013 does for one ended task, for a whole completion batch. A
 /// statement of its own after [`COMPLETE`], which locked the groups first: its snapshot sees
 /// the task of any enqueuer that held a group's lock before (see 0013's `group_promote`).
-const UNPARK: &str = "
+const UNPARK: &str = concat!(
+    "
 UPDATE {schema}.tasks AS t SET run_at = t.parked_run_at, parked_run_at = NULL
 FROM (SELECT DISTINCT u.kind COLLATE \"C\" AS kind, u.grp COLLATE \"C\" AS grp
       FROM UNNEST($1::text[], $2::text[]) AS u(kind, grp)) AS g
 CROSS JOIN LATERAL (
     SELECT o.seq FROM {schema}.tasks AS o
-    WHERE o.kind = g.kind AND o.grp = g.grp AND o.grp IS NOT NULL
-      AND (o.status IN ('pending', 'running') OR (o.status = 'failed' AND NOT o.grp_skip))
+    WHERE o.kind = g.kind AND o.grp = g.grp AND ",
+    crate::groups::holds_its_group!(),
+    "
     ORDER BY o.grp_seq
     LIMIT 1
 ) AS h
-WHERE t.seq = h.seq AND t.parked_run_at IS NOT NULL";
+WHERE t.seq = h.seq AND t.parked_run_at IS NOT NULL"
+);
 
 /// Records rejected completions on their tasks' timelines.
 const STALE: &str = "

@@ -36,16 +36,24 @@ use backstop_core::store::GroupHeadParams;
 use backstop_core::{StoreError, Task};
 pub(crate) use lock_groups;
 
-/// The first open task of `$1`'s group `$2`, through the partial index of open grouped tasks
-/// (its predicate written as the index has it, so that the planner proves it).
+/// The condition under which a task `o` holds its group (open: pending, running, or failed
+/// where its kind blocks), written as the partial index `tasks_grp_open` has it (0013), so
+/// that the planner proves a lookup that states it may use the index.
+macro_rules! holds_its_group {
+    () => {
+        "o.grp IS NOT NULL \
+         AND (o.status IN ('pending', 'running') OR (o.status = 'failed' AND NOT o.grp_skip))"
+    };
+}
+pub(crate) use holds_its_group;
+
+/// The first open task of `$1`'s group `$2`, through the partial index of open grouped tasks.
 const HEAD: &str = concat!(
     "SELECT ",
     task_columns!(),
-    " FROM {schema}.tasks
-      WHERE kind = $1 AND grp = $2 AND grp IS NOT NULL
-        AND (status IN ('pending', 'running') OR (status = 'failed' AND NOT grp_skip))
-      ORDER BY grp_seq
-      LIMIT 1"
+    " FROM {schema}.tasks AS o WHERE o.kind = $1 AND o.grp = $2 AND ",
+    holds_its_group!(),
+    " ORDER BY o.grp_seq LIMIT 1"
 );
 
 /// The task `p`'s group waits for, or `None` when every task of the group has ended.

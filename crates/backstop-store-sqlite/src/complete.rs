@@ -17,17 +17,20 @@ use backstop_core::{Status, StoreError};
 use sqlx::SqliteConnection;
 
 /// The attempt ended the task (succeeded, failed, compensated): its facts stay on the row.
-/// A grouped task lets its group go (`grp_live` cleared, see `groups::holds_its_group!`)
-/// unless it failed where its kind blocks; on a task of no group this sets NULL to NULL,
-/// which SQLite settles without touching the index.
-pub(crate) const FINISH: &str = "
+/// A grouped task lets its group go (`grp_live` cleared) unless it failed where its kind
+/// blocks.
+pub(crate) const FINISH: &str = concat!(
+    "
 UPDATE backstop_tasks
 SET status = ?3, run_at = coalesce(?12, run_at), last_error = ?4, reason = ?5,
     lease_owner = NULL, lease_until = NULL, updated_at = ?11,
     att_ended_at = ?9, att_outcome = ?6, att_error = ?14, att_http_status = ?7,
     att_started_at = ?8, att_worker = ?10,
-    grp_live = iif(?3 = 3 AND grp_skip = 0, grp_live, NULL)
-WHERE id = ?1 AND epoch = ?2 AND status = 1";
+    grp_live = ",
+    crate::groups::grp_live_after!("?3", ""),
+    "
+WHERE id = ?1 AND epoch = ?2 AND status = 1"
+);
 
 /// The attempt is retried: the next attempt reuses the row's attempt columns, so this one
 /// goes to the timeline table first ([`RECORD_RETRY`]).

@@ -66,6 +66,27 @@ macro_rules! head_of_group {
 }
 pub(crate) use holds_its_group;
 
+/// What `grp_live` becomes when a statement sets a task's status to `$status` (an SQL
+/// expression; `$t` qualifies the row's columns, `""` or `"t."`): kept while the task still
+/// holds its group by [`holds_its_group!`] (pending, or failed where its kind blocks), cleared
+/// otherwise. On a task of no group it sets NULL to NULL, which leaves the index alone.
+macro_rules! grp_live_after {
+    ($status:literal, $t:literal) => {
+        concat!(
+            "iif(",
+            $status,
+            " = 0 OR (",
+            $status,
+            " = 3 AND ",
+            $t,
+            "grp_skip = 0), ",
+            $t,
+            "grp_live, NULL)"
+        )
+    };
+}
+pub(crate) use grp_live_after;
+
 /// Takes `n` places of a group at once; answers the last.
 const TAKE: &str = "INSERT INTO backstop_task_groups (kind, grp, next_seq) VALUES (?1, ?2, ?3) \
      ON CONFLICT (kind, grp) DO UPDATE SET next_seq = next_seq + excluded.next_seq \
@@ -248,43 +269,42 @@ fn one_int(s: &mut Stmt<'_>, values: &[Value<'_>]) -> Result<i64, StoreError> {
 }
 
 /// Unparks, for each listed task that has a group: the task itself if it ended while parked
-/// (canceled, expired), and the first open task of its group if that one is parked. `task`
-/// joins a listed element `j` to its row `t`.
-fn promote_sql(task: &str) -> String {
+/// (canceled, expired; only when `itself`), and the first open task of its group if that one
+/// is parked. `task` joins a listed element `j` to its row `t`.
+fn promote_sql(task: &str, itself: bool) -> String {
+    let ended_parked = if itself {
+        format!(
+            "SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
+             WHERE t.grp IS NOT NULL AND t.status <> 0
+             UNION ALL "
+        )
+    } else {
+        String::new()
+    };
     format!(
         "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run_at = NULL
          WHERE parked_run_at IS NOT NULL AND seq IN (
-             SELECT t.seq FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
-             WHERE t.grp IS NOT NULL AND t.status <> 0
-             UNION ALL
-             SELECT ({head})
+             {ended_parked}SELECT ({head})
              FROM json_each(?1) AS j JOIN backstop_tasks AS t ON {task}
              WHERE t.grp IS NOT NULL)",
         head = head_of_group!("t.kind", "t.grp"),
     )
 }
 
-/// Unparks the first open task of the group of each listed task that ended while running (a
-/// completion's): such a task was never parked itself, so only its group's head is looked
-/// for, one pass over the list instead of [`promote_sql`]'s two.
-pub(crate) static PROMOTE_AFTER_RUN: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "UPDATE backstop_tasks SET run_at = parked_run_at, parked_run_at = NULL
-         WHERE parked_run_at IS NOT NULL AND seq IN (
-             SELECT ({head})
-             FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.id = unhex(j.value)
-             WHERE t.grp IS NOT NULL)",
-        head = head_of_group!("t.kind", "t.grp"),
-    )
-});
+/// A listed task id in hex joined to its row.
+const BY_ID: &str = "t.id = unhex(j.value)";
+
+/// [`promote_sql`] for tasks that ended while running (a completion's, ids in hex): such a
+/// task was never parked itself, so only its group's head is looked for, one pass over the
+/// list instead of two.
+pub(crate) static PROMOTE_AFTER_RUN: LazyLock<String> = LazyLock::new(|| promote_sql(BY_ID, false));
 
 /// [`promote_sql`] over a JSON array of moves `{"seq": …}` (`lease::MOVE`'s list).
 pub(crate) static PROMOTE_MOVED: LazyLock<String> =
-    LazyLock::new(|| promote_sql("t.seq = j.value ->> 'seq'"));
+    LazyLock::new(|| promote_sql("t.seq = j.value ->> 'seq'", true));
 
 /// [`promote_sql`] over a JSON array of task ids in hex.
-pub(crate) static PROMOTE_IDS: LazyLock<String> =
-    LazyLock::new(|| promote_sql("t.id = unhex(j.value)"));
+pub(crate) static PROMOTE_IDS: LazyLock<String> = LazyLock::new(|| promote_sql(BY_ID, true));
 
 /// Grouped rows that arrived without a place, in insert order.
 const UNPLACED: &str = "SELECT seq, kind, grp, status FROM backstop_tasks \

@@ -126,10 +126,13 @@ SELECT t.id, 'attempt', ?2, t.attempts, ?3, ?4 || coalesce(t.lease_owner, 'unkno
        ?2 - t.att_started_at, t.lease_owner
 FROM json_each(?1) AS j JOIN backstop_tasks AS t ON t.seq = j.value ->> 'seq'";
 
-pub(crate) const MOVE: &str = "
+pub(crate) const MOVE: &str = concat!(
+    "
 UPDATE backstop_tasks AS t
 SET status = c.status, run_at = iif(c.status = 0, ?2, t.run_at),
-    grp_live = iif(c.status = 0 OR (c.status = 3 AND t.grp_skip = 0), t.grp_live, NULL),
+    grp_live = ",
+    crate::groups::grp_live_after!("c.status", "t."),
+    ",
     reason = coalesce(c.reason, t.reason), last_error = coalesce(c.error, t.last_error),
     lease_owner = NULL, lease_until = NULL, updated_at = ?2,
     att_started_at = NULL, att_ended_at = NULL, att_outcome = NULL, att_error = NULL,
@@ -137,7 +140,8 @@ SET status = c.status, run_at = iif(c.status = 0, ?2, t.run_at),
 FROM (SELECT value ->> 'seq' AS seq, value ->> 'status' AS status, value ->> 'reason' AS reason,
              value ->> 'error' AS error
       FROM json_each(?1)) AS c
-WHERE t.seq = c.seq";
+WHERE t.seq = c.seq"
+);
 
 /// Where a running row whose attempt ended without a report goes (`to` says, given whether
 /// attempts are left): its status and its `{seq, status, reason, error}` move for [`MOVE`].

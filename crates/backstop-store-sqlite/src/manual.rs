@@ -147,9 +147,12 @@ async fn apply(
         _ => {
             sqlx::query(
                 // A canceled task may have been held: its lease goes with it.
-                "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4,
-                    lease_owner = NULL, lease_until = NULL,
-                    grp_live = iif(?2 = 3 AND grp_skip = 0, grp_live, NULL) WHERE id = ?1",
+                concat!(
+                    "UPDATE backstop_tasks SET status = ?2, reason = ?3, updated_at = ?4,
+                    lease_owner = NULL, lease_until = NULL, grp_live = ",
+                    crate::groups::grp_live_after!("?2", ""),
+                    " WHERE id = ?1"
+                ),
             )
             .bind(id)
             .bind(status_code(to))
